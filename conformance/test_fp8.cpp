@@ -1,0 +1,245 @@
+// FP8 reference: decoding of every code, the documented encode behaviour of each implementation,
+// ties and boundaries against the multiprecision oracle, and exhaustive bf16 / f16 sweeps against
+// the independent checker. Expected codes come from the oracle or from ../shared/spec
+// codebook_and_fp8.md T17/T18 (read off the c10, cuda_fp8.hpp and ml_dtypes sources).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "lowbit/fp8.hpp"
+#include "lowbit/fp8_sweep.hpp"
+#include "lowbit/oracle.hpp"
+
+using namespace lowbit;
+using namespace lowbit::fp8;
+
+namespace {
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+float next_up(float x) { return std::nextafter(x, kInf); }
+float next_down(float x) { return std::nextafter(x, -kInf); }
+
+template <class Format>
+void check_every_code_decodes_to_its_ocp_value() {
+  const FormatInfo info = format_info(Format::id);
+  int nans = 0, infs = 0;
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    const float got = decode<Format>(code);
+    CAPTURE(c);
+    CHECK(std::signbit(got) == bool(code & 0x80));  // the sign survives, -0 included
+    if (oracle::fp8_is_nan(code, info)) {
+      ++nans;
+      CHECK(std::isnan(got));
+      CHECK(Format::is_nan(code));
+    } else if (oracle::fp8_is_inf(code, info)) {
+      ++infs;
+      CHECK(std::isinf(got));
+      CHECK(Format::is_inf(code));
+    } else {
+      CHECK(oracle::exact_value(got) == oracle::exact_fp8_value(code, info));
+      CHECK_FALSE(Format::is_nan(code));
+    }
+  }
+  // OCP OFP8: E4M3FN has NaN only at S.1111.111 and no Inf; E5M2 has six NaNs and two Infs.
+  CHECK(nans == (Format::has_inf ? 6 : 2));
+  CHECK(infs == (Format::has_inf ? 2 : 0));
+}
+
+// Every float32 within one ulp of every rounding boundary (midpoints and the overflow threshold),
+// with both signs: the reference must agree with the oracle under each policy and for stochastic
+// rounding with random bits chosen at and beside the carry threshold.
+template <class Format>
+void check_boundaries_against_oracle(const Policy& policy) {
+  const FormatInfo info = format_info(Format::id);
+  int checked = 0;
+  for (const oracle::Exact& mid : oracle::fp8_midpoints(info)) {
+    const float near = oracle::round_to_f32(mid);
+    for (float x : {next_down(next_down(near)), next_down(near), near, next_up(near), next_up(next_up(near))}) {
+      for (float s : {x, -x}) {
+        CAPTURE(s);
+        CHECK(encode_nearest_even<Format>(s, policy) == oracle::to_fp8_nearest_even(s, info, policy));
+        for (std::uint32_t r : {0u, 1u, 0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xFFFFFFFFu}) {
+          CHECK(encode_stochastic<Format>(s, r, policy) == oracle::to_fp8_stochastic(s, r, info, policy));
+        }
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked == 10 * int(oracle::fp8_midpoints(info).size()));
+}
+
+template <class Format>
+void check_sweep_clean(Source source, Rounding rounding, const Policy& policy) {
+  SweepConfig cfg;
+  cfg.format = Format::id;
+  cfg.policy = policy;
+  cfg.source = source;
+  cfg.rounding = rounding;
+  cfg.seed = 12345;
+  const SweepResult r = run_sweep(cfg);
+  CAPTURE(source_name(source));
+  CAPTURE(overflow_name(policy.overflow));
+  CHECK(r.inputs == 65536);
+  CHECK(r.mismatches == 0);
+  std::uint64_t sum = 0;
+  for (const Tally& t : r.by_class) sum += t.inputs;
+  CHECK(sum == 65536);
+  CHECK(r.by_class[static_cast<std::size_t>(InputClass::Zero)].inputs == 2);
+  CHECK(r.by_class[static_cast<std::size_t>(InputClass::Inf)].inputs == 2);
+}
+
+}  // namespace
+
+TEST_CASE("every E4M3FN code decodes to the OCP OFP8 value") { check_every_code_decodes_to_its_ocp_value<E4M3FN>(); }
+TEST_CASE("every E5M2 code decodes to the OCP OFP8 value") { check_every_code_decodes_to_its_ocp_value<E5M2>(); }
+
+TEST_CASE("decoded landmarks: largest finite, smallest normal and subnormal") {
+  CHECK(decode<E4M3FN>(0x7E) == 448.0f);
+  CHECK(decode<E4M3FN>(0x08) == std::ldexp(1.0f, -6));
+  CHECK(decode<E4M3FN>(0x01) == std::ldexp(1.0f, -9));
+  CHECK(decode<E5M2>(0x7B) == 57344.0f);
+  CHECK(decode<E5M2>(0x04) == std::ldexp(1.0f, -14));
+  CHECK(decode<E5M2>(0x01) == std::ldexp(1.0f, -16));
+  CHECK(std::isinf(decode<E5M2>(0xFC)));
+}
+
+TEST_CASE("E4M3FN encode: spec T17, torch (NaN on overflow) and CUDA SATFINITE") {
+  const Policy torch = torch_eager_legacy<E4M3FN>();
+  const Policy sat = cuda_satfinite();
+  struct Row { float x; std::uint8_t torch, sat; };
+  const Row rows[] = {
+      {448.0f, 0x7E, 0x7E},
+      {next_down(464.0f), 0x7E, 0x7E},
+      {464.0f, 0x7E, 0x7E},  // tie between 448 (even) and 480: stays at 448
+      {next_up(464.0f), 0x7F, 0x7E},
+      {480.0f, 0x7F, 0x7E},
+      {kInf, 0x7F, 0x7E},
+      {-kInf, 0xFF, 0xFE},
+      {kNaN, 0x7F, 0x7F},
+      {-kNaN, 0xFF, 0x7F},  // c10 keeps the NaN's sign; CUDA canonicalizes it away
+      {-0.0f, 0x80, 0x80},
+      {std::ldexp(1.0f, -10), 0x00, 0x00},  // half the smallest subnormal: tie to even zero
+      {next_up(std::ldexp(1.0f, -10)), 0x01, 0x01},
+      {3 * std::ldexp(1.0f, -10), 0x02, 0x02},
+      {5 * std::ldexp(1.0f, -10), 0x02, 0x02},
+      {std::ldexp(1.0f, -6) - std::ldexp(1.0f, -10), 0x08, 0x08},  // rounds up into the first normal
+      {1.0625f, 0x38, 0x38},
+      {1.1875f, 0x3A, 0x3A},
+      {next_up(448.0f), 0x7E, 0x7E},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.x);
+    CHECK(encode_nearest_even<E4M3FN>(r.x, torch) == r.torch);
+    CHECK(encode_nearest_even<E4M3FN>(r.x, sat) == r.sat);
+    CHECK(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E4M3FN), torch) == r.torch);
+    CHECK(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E4M3FN), sat) == r.sat);
+  }
+  // ml_dtypes agrees with c10 on E4M3FN; the non-saturating "inf" policy has no Inf to give.
+  CHECK(ml_dtypes<E4M3FN>() == torch);
+  CHECK(encode_nearest_even<E4M3FN>(1000.0f, {Overflow::Inf, kTorchNan}) == 0x7F);
+}
+
+TEST_CASE("E5M2 encode: spec T18, torch, CUDA SATFINITE and ml_dtypes NaN") {
+  const Policy torch = torch_eager_legacy<E5M2>();
+  const Policy sat = cuda_satfinite();
+  struct Row { float x; std::uint8_t torch, sat; };
+  const Row rows[] = {
+      {57344.0f, 0x7B, 0x7B},
+      {next_down(61440.0f), 0x7B, 0x7B},
+      {61440.0f, 0x7C, 0x7B},  // tie between 57344 (odd code) and 65536: goes to even, i.e. overflow
+      {65536.0f, 0x7C, 0x7B},
+      {kInf, 0x7C, 0x7B},
+      {-kInf, 0xFC, 0xFB},
+      {kNaN, 0x7F, 0x7F},
+      {std::ldexp(1.0f, -16), 0x01, 0x01},
+      {std::ldexp(1.0f, -17), 0x00, 0x00},
+      {next_up(std::ldexp(1.0f, -17)), 0x01, 0x01},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.x);
+    CHECK(encode_nearest_even<E5M2>(r.x, torch) == r.torch);
+    CHECK(encode_nearest_even<E5M2>(r.x, sat) == r.sat);
+    CHECK(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E5M2), torch) == r.torch);
+  }
+  CHECK(encode_nearest_even<E5M2>(kNaN, ml_dtypes<E5M2>()) == 0x7E);
+  CHECK(encode_nearest_even<E5M2>(-kNaN, ml_dtypes<E5M2>()) == 0xFE);
+  // "nan" on a format with Inf: finite overflow becomes NaN, an Inf input stays Inf.
+  CHECK(encode_nearest_even<E5M2>(65536.0f, {Overflow::NaN, kTorchNan}) == 0x7F);
+  CHECK(encode_nearest_even<E5M2>(kInf, {Overflow::NaN, kTorchNan}) == 0x7C);
+}
+
+TEST_CASE("stochastic rounding: grid values never move, the carry decides") {
+  const Policy p = torch_eager_legacy<E4M3FN>();
+  // 1.0625 lies half-way between 1.0 (0x38) and 1.125 (0x39): fraction 1/2, top32 = 2^31.
+  CHECK(encode_stochastic<E4M3FN>(1.0625f, 0x7FFFFFFFu, p) == 0x38);
+  CHECK(encode_stochastic<E4M3FN>(1.0625f, 0x80000000u, p) == 0x39);
+  for (std::uint32_t r : {0u, 0x12345678u, 0xFFFFFFFFu}) CHECK(encode_stochastic<E4M3FN>(1.125f, r, p) == 0x39);
+  CHECK(encode_stochastic<E4M3FN>(next_up(1.0f), 0u, p) == 0x38);
+  CHECK(encode_stochastic<E4M3FN>(next_up(1.0f), 0xFFFFFFFFu, p) == 0x39);
+  // Above 448 even by one float ulp, a carry overflows: NaN under torch rules, 448 saturated.
+  CHECK(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, p) == 0x7F);
+  CHECK(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, cuda_satfinite()) == 0x7E);
+}
+
+TEST_CASE("every float32 next to a rounding boundary matches the oracle") {
+  for (const Policy& p : {torch_eager_legacy<E4M3FN>(), cuda_satfinite(), cuda_nosat<E4M3FN>()})
+    check_boundaries_against_oracle<E4M3FN>(p);
+  for (const Policy& p : {torch_eager_legacy<E5M2>(), cuda_satfinite(), ml_dtypes<E5M2>(), Policy{Overflow::NaN, kTorchNan}})
+    check_boundaries_against_oracle<E5M2>(p);
+}
+
+TEST_CASE("f16 widening is exact on all 65536 patterns") {
+  for (std::uint32_t h = 0; h < 65536; ++h) {
+    const float x = widen_f16(static_cast<std::uint16_t>(h));
+    const unsigned e = (h >> 10) & 0x1F, m = h & 0x3FF;
+    CAPTURE(h);
+    if (e == 0x1F) {
+      CHECK((m == 0 ? std::isinf(x) : std::isnan(x)));
+    } else {
+      // binary16 value by its own field formula, independent of the bit shuffling in widen_f16
+      const oracle::Exact v = e == 0 ? ldexp(oracle::Exact(m), -24) : ldexp(oracle::Exact(1024 + m), int(e) - 25);
+      CHECK(oracle::exact_value(x) == ((h & 0x8000) ? oracle::Exact(-v) : v));
+      CHECK(std::signbit(x) == bool(h & 0x8000));
+    }
+  }
+}
+
+TEST_CASE("exhaustive bf16 and f16 sweeps: zero mismatches for every format and policy") {
+  for (Source s : {Source::BF16, Source::F16}) {
+    for (Rounding r : {Rounding::NearestEven, Rounding::Stochastic}) {
+      for (Overflow o : {Overflow::SatFinite, Overflow::NaN, Overflow::Inf}) {
+        check_sweep_clean<E4M3FN>(s, r, {o, kTorchNan});
+        check_sweep_clean<E5M2>(s, r, {o, kTorchNan});
+      }
+      check_sweep_clean<E5M2>(s, r, ml_dtypes<E5M2>());
+      check_sweep_clean<E4M3FN>(s, r, cuda_satfinite());
+    }
+  }
+}
+
+TEST_CASE("a sweep finds and reports a wrong conversion") {
+  // CUDA's saturating conversion checked against torch's rules must fail on exactly the
+  // overflowing and infinite inputs and the negative NaNs, and nowhere else.
+  SweepConfig cfg;
+  cfg.format = FormatId::E4M3FN;
+  cfg.policy = torch_eager_legacy<E4M3FN>();
+  cfg.source = Source::BF16;
+  cfg.candidate = [](float x, std::uint32_t) { return encode_nearest_even<E4M3FN>(x, cuda_satfinite()); };
+  const SweepResult r = run_sweep(cfg);
+  const auto& overflow = r.by_class[static_cast<std::size_t>(InputClass::Overflow)];
+  const auto& inf = r.by_class[static_cast<std::size_t>(InputClass::Inf)];
+  CHECK(overflow.inputs > 0);
+  CHECK(overflow.mismatches == overflow.inputs);
+  const auto& nan = r.by_class[static_cast<std::size_t>(InputClass::NaN)];
+  CHECK(inf.mismatches == 2);
+  CHECK(nan.mismatches == nan.inputs / 2);  // negative NaNs: torch keeps the sign, CUDA drops it
+  CHECK(r.mismatches == overflow.inputs + inf.mismatches + nan.mismatches);
+  REQUIRE(r.first_mismatches.size() == cfg.max_reported_mismatches);
+  // bf16 0x43E8 = 464 ties down to 448; 0x43E9 = 466 is the first positive pattern that overflows.
+  CHECK(r.first_mismatches[0].input_bits == 0x43E9);
+  CHECK(r.first_mismatches[0].expected == 0x7F);
+  CHECK(r.first_mismatches[0].actual == 0x7E);
+}

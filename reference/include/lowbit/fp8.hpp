@@ -1,0 +1,234 @@
+#pragma once
+// FP8 (OCP OFP8 E4M3FN and E5M2) encode and decode. One routine serves every format through traits
+// and every implementation through an explicit Policy, in the manner of ml_dtypes' float8.h and
+// CUTLASS's numeric_conversion.h. The arithmetic is on bit patterns only: no FP operation, so the
+// result cannot depend on the compiler, FTZ/DAZ or contraction. docs/formats/fp8.md states the rules.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "lowbit/float_bits.hpp"
+
+namespace lowbit::fp8 {
+
+// ---- Formats ---------------------------------------------------------------------------------
+// Codes are sign-magnitude: bit 7 is the sign, bits 6..0 the magnitude code, and magnitude codes
+// 0..max_finite are ordered by value. That ordering is what makes one rounding routine serve all.
+
+enum class FormatId { E4M3FN, E5M2 };
+
+struct E4M3FN {  // OCP OFP8 E4M3 ("FN": finite, no Inf; NaN only at S.1111.111)
+  static constexpr FormatId id = FormatId::E4M3FN;
+  static constexpr std::string_view name = "e4m3fn";
+  static constexpr int exponent_bits = 4;
+  static constexpr int mantissa_bits = 3;
+  static constexpr int bias = 7;
+  static constexpr bool has_inf = false;
+  static constexpr std::uint8_t max_finite = 0x7E;  // 448
+  static constexpr std::uint8_t quiet_nan = 0x7F;   // the only NaN magnitude
+  static constexpr bool is_nan(std::uint8_t c) { return (c & 0x7F) == 0x7F; }
+  static constexpr bool is_inf(std::uint8_t) { return false; }
+};
+
+struct E5M2 {  // OCP OFP8 E5M2 (IEEE-like: Inf at S.11111.00, NaN at S.11111.{01,10,11})
+  static constexpr FormatId id = FormatId::E5M2;
+  static constexpr std::string_view name = "e5m2";
+  static constexpr int exponent_bits = 5;
+  static constexpr int mantissa_bits = 2;
+  static constexpr int bias = 15;
+  static constexpr bool has_inf = true;
+  static constexpr std::uint8_t max_finite = 0x7B;  // 57344
+  static constexpr std::uint8_t inf = 0x7C;
+  static constexpr std::uint8_t quiet_nan = 0x7E;   // ml_dtypes' quiet_NaN()
+  static constexpr bool is_nan(std::uint8_t c) { return (c & 0x7F) > 0x7C; }
+  static constexpr bool is_inf(std::uint8_t c) { return (c & 0x7F) == 0x7C; }
+};
+
+// The format described by numbers instead of types, for code chosen at run time.
+struct FormatInfo {
+  FormatId id;
+  std::string_view name;
+  int exponent_bits;
+  int mantissa_bits;
+  int bias;
+  bool has_inf;
+  std::uint8_t max_finite;
+};
+FormatInfo format_info(FormatId id);
+std::optional<FormatId> parse_format(std::string_view name);  // "e4m3fn" | "e5m2"
+
+// ---- Policies --------------------------------------------------------------------------------
+
+// What a finite value whose rounded magnitude exceeds the largest finite code becomes.
+enum class Overflow {
+  SatFinite,  // +-max finite, and +-Inf inputs too (CUDA __NV_SATFINITE, cvt.rn.satfinite, Triton)
+  NaN,        // NaN (PyTorch eager e4m3fn before torch 2.12; OCP non-saturating E4M3)
+  Inf,        // +-Inf where the format has one, else NaN (OCP non-saturating; torch and ml_dtypes E5M2)
+};
+
+// How a NaN input is encoded: implementations differ in the magnitude and in keeping the sign.
+struct NanEncoding {
+  std::uint8_t magnitude = 0x7F;
+  bool keeps_sign = true;
+  bool operator==(const NanEncoding&) const = default;
+};
+inline constexpr NanEncoding kTorchNan{0x7F, true};  // c10: 0x7F | sign, both formats
+inline constexpr NanEncoding kCudaNan{0x7F, false};  // cuda_fp8.hpp canonicalizes: sign dropped
+template <class Format>
+inline constexpr NanEncoding kMlDtypesNan{Format::quiet_nan, true};  // 0x7F|s e4m3fn, 0x7E|s e5m2
+
+struct Policy {
+  Overflow overflow = Overflow::NaN;
+  NanEncoding nan = kTorchNan;
+  bool operator==(const Policy&) const = default;
+};
+
+// The implementations this suite knows, by name (docs/formats/fp8.md has the table).
+template <class Format>
+constexpr Policy torch_eager_legacy() {  // torch < 2.12 eager and Inductor CPU, c10 Float8_*.h
+  return {Format::has_inf ? Overflow::Inf : Overflow::NaN, kTorchNan};
+}
+constexpr Policy cuda_satfinite() { return {Overflow::SatFinite, kCudaNan}; }  // also Triton
+template <class Format>
+constexpr Policy cuda_nosat() { return {Format::has_inf ? Overflow::Inf : Overflow::NaN, kCudaNan}; }
+template <class Format>
+constexpr Policy ml_dtypes() { return {Format::has_inf ? Overflow::Inf : Overflow::NaN, kMlDtypesNan<Format>}; }
+
+std::string_view overflow_name(Overflow o);
+std::optional<Overflow> parse_overflow(std::string_view name);  // "satfinite" | "nan" | "inf"
+
+// ---- Encoding --------------------------------------------------------------------------------
+
+namespace detail {
+
+// Result of cutting |x| to the target grid: the truncated magnitude code (unbounded above, so it
+// may exceed max_finite) and the discarded low bits as a fraction rem / 2^shift of one target ulp.
+struct Truncated {
+  std::uint32_t code;
+  std::uint64_t rem;
+  int shift;  // number of discarded bits; rem < 2^shift (shift may exceed 63: then rem is tiny)
+};
+
+template <class Format>
+constexpr Truncated truncate_magnitude(std::uint32_t abs_bits) {
+  constexpr int m = Format::mantissa_bits;
+  constexpr std::uint32_t min_normal_biased = 127 + 1 - Format::bias;  // binary32 exponent field
+  const std::uint32_t exponent = abs_bits >> 23;
+  if (exponent >= min_normal_biased) {
+    // Normal in the target: re-bias the exponent field in place; magnitude codes then follow the
+    // binary32 bit pattern shifted right, and a carry out of the mantissa bumps the exponent.
+    constexpr int shift = 23 - m;
+    const std::uint32_t rebased = abs_bits - ((127u - Format::bias) << 23);
+    return {rebased >> shift, rebased & ((1u << shift) - 1), shift};
+  }
+  // Subnormal in the target: value = significand * 2^(e - 150), target ulp = 2^(1 - bias - m).
+  const std::uint64_t significand = exponent ? ((abs_bits & 0x7FFFFFu) | 0x800000u) : abs_bits;
+  const std::uint32_t e = exponent ? exponent : 1;
+  const int shift = static_cast<int>(151 - Format::bias - m) - static_cast<int>(e);
+  if (shift >= 64) return {0, significand, shift};
+  return {static_cast<std::uint32_t>(significand >> shift),
+          significand & ((std::uint64_t{1} << shift) - 1), shift};
+}
+
+// Round to nearest, ties to the even code.
+constexpr bool rounds_up_nearest_even(const Truncated& t) {
+  if (t.shift >= 64) return false;  // below a quarter ulp
+  const std::uint64_t half = std::uint64_t{1} << (t.shift - 1);
+  return t.rem > half || (t.rem == half && (t.code & 1u));
+}
+
+// Stochastic rounding: F = the discarded fraction's top 32 bits (floor(fraction * 2^32)); round up
+// iff F + random_bits carries out of 32 bits. P(up) = F / 2^32, equal to the fraction whenever at
+// most 32 bits are discarded; values on the grid (F = 0) never move.
+constexpr bool rounds_up_stochastic(const Truncated& t, std::uint32_t random_bits) {
+  std::uint64_t top32;
+  if (t.shift <= 32) top32 = t.rem << (32 - t.shift);
+  else if (t.shift - 32 >= 64) top32 = 0;
+  else top32 = t.rem >> (t.shift - 32);
+  return top32 + random_bits >= (std::uint64_t{1} << 32);
+}
+
+template <class Format>
+constexpr std::uint8_t nan_code(std::uint8_t sign, const Policy& p) {
+  return static_cast<std::uint8_t>(p.nan.magnitude | (p.nan.keeps_sign ? sign : 0));
+}
+
+template <class Format>
+constexpr std::uint8_t overflow_code(std::uint8_t sign, const Policy& p) {
+  switch (p.overflow) {
+    case Overflow::SatFinite: return sign | Format::max_finite;
+    case Overflow::Inf:
+      if constexpr (Format::has_inf) return sign | Format::inf;
+      [[fallthrough]];
+    case Overflow::NaN: break;
+  }
+  return nan_code<Format>(sign, p);
+}
+
+template <class Format, class RoundsUp>
+constexpr std::uint8_t encode_with(float x, const Policy& p, RoundsUp rounds_up) {
+  const std::uint32_t u = bits_of(x);
+  const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return nan_code<Format>(sign, p);
+  if (a == 0x7F800000u) {  // Inf is not an overflow: SatFinite clamps it, the others keep Inf
+    if (p.overflow == Overflow::SatFinite) return sign | Format::max_finite;
+    if constexpr (Format::has_inf) return sign | Format::inf;
+    return nan_code<Format>(sign, p);  // a format without Inf has only NaN left
+  }
+  const Truncated t = truncate_magnitude<Format>(a);
+  const std::uint32_t magnitude = t.code + (rounds_up(t) ? 1u : 0u);
+  if (magnitude > Format::max_finite) return overflow_code<Format>(sign, p);
+  return static_cast<std::uint8_t>(sign | magnitude);
+}
+
+}  // namespace detail
+
+// Reference: OCP OFP8 rev 1.0 RNE; bit-identical to c10 Float8_e4m3fn.h/Float8_e5m2.h (torch < 2.12),
+// cuda_fp8.hpp __nv_cvt_float_to_fp8 and ml_dtypes float8.h under the matching Policy.
+template <class Format>
+constexpr std::uint8_t encode_nearest_even(float x, const Policy& p) {
+  return detail::encode_with<Format>(x, p, detail::rounds_up_nearest_even);
+}
+
+// Reference: lowbit's stochastic rounding rule (docs/formats/fp8.md), random bits supplied by the caller.
+template <class Format>
+constexpr std::uint8_t encode_stochastic(float x, std::uint32_t random_bits, const Policy& p) {
+  return detail::encode_with<Format>(
+      x, p, [random_bits](const detail::Truncated& t) { return detail::rounds_up_stochastic(t, random_bits); });
+}
+
+// ---- Decoding --------------------------------------------------------------------------------
+
+// Reference: OCP OFP8 rev 1.0 decoding; exact. NaN decodes to the quiet NaN 0x7FC00000 with the
+// code's sign (c10's scalar path gives 0x7FF00000|s, its AVX-512 path 0x7FC00000|s: compare NaN-ness).
+template <class Format>
+constexpr float decode(std::uint8_t code) {
+  constexpr int m = Format::mantissa_bits;
+  const std::uint32_t sign = std::uint32_t{code & 0x80u} << 24;
+  if (Format::is_nan(code)) return float_from_bits(sign | 0x7FC00000u);
+  if (Format::is_inf(code)) return float_from_bits(sign | 0x7F800000u);
+  const std::uint32_t exponent = (code & 0x7Fu) >> m;
+  std::uint32_t mantissa = code & ((1u << m) - 1);
+  if (exponent != 0) {
+    return float_from_bits(sign | ((exponent + 127 - Format::bias) << 23) | (mantissa << (23 - m)));
+  }
+  if (mantissa == 0) return float_from_bits(sign);
+  // Subnormal: mantissa * 2^(1 - bias - m); renormalize so the leading one becomes the hidden bit.
+  int leading = 31 - std::countl_zero(mantissa);  // position of the leading one, 0..m-1
+  mantissa = (mantissa << (m - leading)) & ((1u << m) - 1);
+  const std::uint32_t biased = static_cast<std::uint32_t>(127 + 1 - Format::bias - m + leading);
+  return float_from_bits(sign | (biased << 23) | (mantissa << (23 - m)));
+}
+
+// Convenience: the same encoders from the 16-bit storage formats (widening is exact).
+template <class Format>
+constexpr std::uint8_t encode_nearest_even_bf16(std::uint16_t h, const Policy& p) {
+  return encode_nearest_even<Format>(widen_bf16(h), p);
+}
+template <class Format>
+constexpr std::uint8_t encode_nearest_even_f16(std::uint16_t h, const Policy& p) {
+  return encode_nearest_even<Format>(widen_f16(h), p);
+}
+
+}  // namespace lowbit::fp8
