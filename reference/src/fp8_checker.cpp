@@ -19,23 +19,15 @@ DoubleChecker::DoubleChecker(FormatId format, Policy policy) : format_(format_in
   const double top = values_[format_.max_finite];
   values_.push_back(top + (top - values_[format_.max_finite - 1]));  // one ulp past the largest finite
   values_.push_back(std::numeric_limits<double>::infinity());
+  for (std::size_t i = 0; i + 1 < values_.size(); ++i)
+    midpoints_.push_back(i + 2 < values_.size() ? (values_[i] + values_[i + 1]) / 2
+                                                : std::numeric_limits<double>::infinity());
+  midpoints_.push_back(std::numeric_limits<double>::infinity());
   min_normal_ = std::ldexp(1.0, 1 - format_.bias);
 }
 
 std::size_t DoubleChecker::interval_of(double v) const {
   return static_cast<std::size_t>(std::upper_bound(values_.begin(), values_.end(), v) - values_.begin()) - 1;
-}
-
-bool DoubleChecker::is_midpoint(double v, std::size_t interval) const {
-  return interval + 1 < values_.size() - 1 && v == (values_[interval] + values_[interval + 1]) / 2;
-}
-
-std::size_t DoubleChecker::rounded_nearest_even(double v, std::size_t i) const {
-  if (i + 1 >= values_.size() - 1) return i;  // at or past the first overflow magnitude
-  const double mid = (values_[i] + values_[i + 1]) / 2;  // exact: both ends have few bits
-  if (v < mid) return i;
-  if (v > mid) return i + 1;
-  return (i % 2 == 0) ? i : i + 1;  // a tie goes to the even code
 }
 
 std::size_t DoubleChecker::rounded_stochastic(double v, std::uint32_t random_bits, std::size_t i) const {
@@ -46,9 +38,11 @@ std::size_t DoubleChecker::rounded_stochastic(double v, std::uint32_t random_bit
   return top32 + random_bits >= 4294967296.0 ? i + 1 : i;
 }
 
-std::uint8_t DoubleChecker::code_for(bool negative, std::size_t magnitude) const {
-  const std::uint8_t sign = negative ? 0x80 : 0x00;
-  if (magnitude <= format_.max_finite) return static_cast<std::uint8_t>(sign | magnitude);
+std::uint8_t DoubleChecker::nan_code(std::uint8_t sign) const {
+  return static_cast<std::uint8_t>(policy_.nan.magnitude | (policy_.nan.keeps_sign ? sign : 0));
+}
+
+std::uint8_t DoubleChecker::overflow_code(std::uint8_t sign) const {
   switch (policy_.overflow) {
     case Overflow::SatFinite: return sign | format_.max_finite;
     case Overflow::Inf:
@@ -56,16 +50,15 @@ std::uint8_t DoubleChecker::code_for(bool negative, std::size_t magnitude) const
       break;
     case Overflow::NaN: break;
   }
-  return static_cast<std::uint8_t>(policy_.nan.magnitude | (policy_.nan.keeps_sign ? sign : 0));
+  return nan_code(sign);
 }
 
 std::uint8_t DoubleChecker::code_for_non_finite(float x) const {
-  const bool negative = std::signbit(x);
-  const std::uint8_t sign = negative ? 0x80 : 0x00;
-  if (std::isnan(x)) return static_cast<std::uint8_t>(policy_.nan.magnitude | (policy_.nan.keeps_sign ? sign : 0));
+  const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
+  if (std::isnan(x)) return nan_code(sign);
   if (policy_.overflow == Overflow::SatFinite) return sign | format_.max_finite;
-  if (format_.has_inf) return sign | 0x7C;
-  return static_cast<std::uint8_t>(policy_.nan.magnitude | (policy_.nan.keeps_sign ? sign : 0));
+  if (format_.has_inf) return sign | 0x7C;  // an infinite input stays infinite
+  return nan_code(sign);
 }
 
 std::uint8_t DoubleChecker::expected_nearest_even(float x) const {

@@ -71,17 +71,24 @@ float widen(std::uint32_t pattern) {
 template <class Format, Source S, Rounding R>
 void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint64_t begin, std::uint64_t end,
                  ChunkResult& out) {
+  // Locals, not members of cfg or out: the loop writes tallies, and the compiler must not reload
+  // loop invariants through possibly aliasing references on every input.
+  const Policy policy = cfg.policy;
+  const bool has_candidate = static_cast<bool>(cfg.candidate);
+  const std::uint64_t seed = cfg.seed;
   const double min_normal = checker.min_normal();
+  std::array<Tally, kInputClasses.size()> by_class{};
+  Tally ties;
   std::size_t interval = 0;
   bool interval_known = false;
   for (std::uint64_t n = begin; n < end; ++n) {
     const auto pattern = static_cast<std::uint32_t>(n);
     const float x = widen<S>(pattern);
-    const std::uint32_t random_bits = R == Rounding::Stochastic ? sweep_random_bits(cfg.seed, pattern) : 0;
+    const std::uint32_t random_bits = R == Rounding::Stochastic ? sweep_random_bits(seed, pattern) : 0;
     std::uint8_t actual;
-    if (cfg.candidate) actual = cfg.candidate(x, random_bits);
-    else if constexpr (R == Rounding::Stochastic) actual = encode_stochastic<Format>(x, random_bits, cfg.policy);
-    else actual = encode_nearest_even<Format>(x, cfg.policy);
+    if (has_candidate) actual = cfg.candidate(x, random_bits);
+    else if constexpr (R == Rounding::Stochastic) actual = encode_stochastic<Format>(x, random_bits, policy);
+    else actual = encode_nearest_even<Format>(x, policy);
 
     std::uint8_t expected;
     InputClass cls;
@@ -100,22 +107,22 @@ void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint
                                                                : checker.rounded_nearest_even(v, interval);
       expected = checker.code_for(std::signbit(x), magnitude);
       tie = checker.is_midpoint(v, interval);
-      if (magnitude > checker.format().max_finite) cls = InputClass::Overflow;
+      if (magnitude > Format::max_finite) cls = InputClass::Overflow;
       else if (v == 0) cls = InputClass::Zero;
       else if (v < min_normal) cls = InputClass::Subnormal;
       else cls = InputClass::Normal;
     }
     const bool mismatch = expected != actual;
-    Tally& t = out.by_class[static_cast<std::size_t>(cls)];
+    Tally& t = by_class[static_cast<std::size_t>(cls)];
     ++t.inputs;
     t.mismatches += mismatch;
-    if (tie) {
-      ++out.ties.inputs;
-      out.ties.mismatches += mismatch;
-    }
+    ties.inputs += tie;
+    ties.mismatches += tie && mismatch;
     if (mismatch && out.mismatches.size() < cfg.max_reported_mismatches)
       out.mismatches.push_back({pattern, random_bits, expected, actual});
   }
+  out.by_class = by_class;
+  out.ties = ties;
 }
 
 template <class Format, Source S, Rounding R>

@@ -1,1 +1,44 @@
-int main(){}
+// lowbit: the command of lowbit-conformance. Exit codes: 0 conformant, 1 not conformant, 2 bad
+// input or usage (one line on stderr says what and where).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <exception>
+#include <vector>
+
+#include "command.hpp"
+#include "subcommand.hpp"
+
+int main(int argc, char** argv) {
+  using namespace lowbit::cli;
+  CLI::App app{"lowbit: bit-exact conformance checks for low-bit optimizer-state quantizers"};
+  app.set_version_flag("--version", std::string("lowbit ") + version());
+  app.require_subcommand(1);
+  const std::vector<Subcommand> subcommands{add_sweep_command(app)};
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "lowbit: error: {} (see --help)\n", e.what());
+    return kBadInput;
+  }
+
+  try {
+    for (const Subcommand& s : subcommands)
+      if (s.app->parsed()) return s.run();
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "lowbit: error: {}\n", e.what());
+    return kBadInput;
+  } catch (const std::exception& e) {  // unreadable or unwritable files, malformed inputs
+    fmt::print(stderr, "lowbit: error: {}\n", e.what());
+    return kBadInput;
+  }
+  fmt::print(stderr, "lowbit: error: no command given (see --help)\n");
+  return kBadInput;
+}

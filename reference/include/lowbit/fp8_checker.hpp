@@ -32,14 +32,21 @@ class DoubleChecker {
     return hint;
   }
   // True when v lies exactly half-way between the two ends of interval i.
-  bool is_midpoint(double v, std::size_t interval) const;
+  bool is_midpoint(double v, std::size_t i) const { return v == midpoints_[i]; }
 
-  // Rounded magnitude index of a finite v >= 0 lying in `interval`; any index above max_finite
-  // means the value overflows.
-  std::size_t rounded_nearest_even(double v, std::size_t interval) const;
-  std::size_t rounded_stochastic(double v, std::uint32_t random_bits, std::size_t interval) const;
+  // Rounded magnitude index of a finite v >= 0 lying in interval i; any index above max_finite
+  // means the value overflows. Inline: the sweeps call these for every input.
+  std::size_t rounded_nearest_even(double v, std::size_t i) const {
+    if (v < midpoints_[i]) return i;
+    if (v > midpoints_[i]) return i + 1;
+    return (i % 2 == 0) ? i : i + 1;  // a tie goes to the even code
+  }
+  std::size_t rounded_stochastic(double v, std::uint32_t random_bits, std::size_t i) const;
   // The code for a rounded magnitude index under the policy (overflow handled here).
-  std::uint8_t code_for(bool negative, std::size_t magnitude) const;
+  std::uint8_t code_for(bool negative, std::size_t magnitude) const {
+    const std::uint8_t sign = negative ? 0x80 : 0x00;
+    return magnitude <= format_.max_finite ? static_cast<std::uint8_t>(sign | magnitude) : overflow_code(sign);
+  }
   // The code for a NaN or infinite input.
   std::uint8_t code_for_non_finite(float x) const;
 
@@ -48,9 +55,15 @@ class DoubleChecker {
   std::uint8_t expected_stochastic(float x, std::uint32_t random_bits) const;
 
  private:
+  std::uint8_t overflow_code(std::uint8_t sign) const;
+  std::uint8_t nan_code(std::uint8_t sign) const;
+
   FormatInfo format_;
   Policy policy_;
   std::vector<double> values_;
+  // midpoints_[i] = (values_[i] + values_[i+1]) / 2, exact; +infinity where no rounding happens
+  // (the intervals at and past the first overflow magnitude).
+  std::vector<double> midpoints_;
   double min_normal_;
 };
 

@@ -1,0 +1,15 @@
+#pragma once
+// A subcommand registers its options on the parser and returns what to run once parsing succeeded.
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace lowbit::cli {
+
+struct Subcommand {
+  CLI::App* app;
+  std::function<int()> run;  // returns an ExitCode
+};
+
+Subcommand add_sweep_command(CLI::App& parent);
+
+}  // namespace lowbit::cli

@@ -1,0 +1,127 @@
+// lowbit sweep fp8: every input of a source type through the reference FP8 encoder and the
+// independent checker, for each requested (format, overflow policy) pair.
+#include <fmt/core.h>
+
+#include <thread>
+
+#include "command.hpp"
+#include "lowbit/atomic_file.hpp"
+#include "progress.hpp"
+#include "subcommand.hpp"
+#include "sweep_report.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct SweepOptions {
+  std::vector<std::string> formats;
+  std::vector<std::string> policies;
+  std::string source = "f32";
+  std::string rounding = "nearest";
+  std::string nan_encoding;  // empty: the policy's usual implementation
+  std::uint64_t seed = 1;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::string report;
+  std::string markdown;
+  bool quiet = false;
+};
+
+// Which NaN encoding goes with an overflow policy when none is named: SATFINITE is CUDA's
+// (sign dropped), the non-saturating policies are torch's (sign kept).
+std::string default_nan_encoding(fp8::Overflow o) { return o == fp8::Overflow::SatFinite ? "cuda" : "torch"; }
+
+fp8::NanEncoding nan_encoding_named(const std::string& name, fp8::FormatId f) {
+  if (name == "torch") return fp8::kTorchNan;
+  if (name == "cuda") return fp8::kCudaNan;
+  return f == fp8::FormatId::E4M3FN ? fp8::kMlDtypesNan<fp8::E4M3FN> : fp8::kMlDtypesNan<fp8::E5M2>;
+}
+
+std::string markdown_path_for(const std::string& json_path) {
+  const auto dot = json_path.rfind('.');
+  const auto slash = json_path.rfind('/');
+  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return (has_extension ? json_path.substr(0, dot) : json_path) + ".md";
+}
+
+int run_sweep_fp8(const SweepOptions& o) {
+  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
+  const std::string markdown = !o.markdown.empty() ? o.markdown : o.report.empty() ? "" : markdown_path_for(o.report);
+  // Fail before hours of work, not after.
+  if (!o.report.empty()) ensure_writable(o.report);
+  if (!markdown.empty()) ensure_writable(markdown);
+
+  std::vector<SweepRun> runs;
+  for (const std::string& format_name : o.formats) {
+    for (const std::string& policy_name : o.policies) {
+      SweepRun run;
+      fp8::SweepConfig& c = run.config;
+      c.format = *fp8::parse_format(format_name);
+      c.policy.overflow = *fp8::parse_overflow(policy_name);
+      run.nan_encoding_name = o.nan_encoding.empty() ? default_nan_encoding(c.policy.overflow) : o.nan_encoding;
+      c.policy.nan = nan_encoding_named(run.nan_encoding_name, c.format);
+      c.source = *fp8::parse_source(o.source);
+      c.rounding = *fp8::parse_rounding(o.rounding);
+      c.seed = o.seed;
+      c.threads = o.threads;
+      Progress progress(fmt::format("sweep {}/{} from {} ({})", format_name, policy_name, o.source, o.rounding),
+                        o.quiet);
+      c.progress = [&progress](std::uint64_t done, std::uint64_t total) { progress.update(done, total); };
+      run.result = fp8::run_sweep(c);
+      progress.finish();
+      c.progress = nullptr;
+      fmt::print("{} {} from {} ({}): {} inputs, {} mismatches, {:.2f} s with {} thread(s)\n", format_name,
+                 policy_name, o.source, o.rounding, run.result.inputs, run.result.mismatches, run.result.seconds,
+                 o.threads);
+      for (const fp8::Mismatch& m : run.result.first_mismatches)
+        fmt::print("  mismatch: input 0x{:08x} expected 0x{:02x} actual 0x{:02x}\n", m.input_bits, m.expected,
+                   m.actual);
+      runs.push_back(std::move(run));
+    }
+  }
+  if (!o.report.empty()) write_file_atomically(o.report, sweep_report_json(runs).dump(2) + "\n");
+  if (!markdown.empty()) write_file_atomically(markdown, sweep_report_markdown(runs));
+  for (const SweepRun& r : runs)
+    if (r.result.mismatches != 0) return kNotConformant;
+  return kConformant;
+}
+
+}  // namespace
+
+Subcommand add_sweep_command(CLI::App& parent) {
+  CLI::App* sweep = parent.add_subcommand("sweep", "Exhaustive checks of a conversion over every input of a type");
+  sweep->require_subcommand(1);
+  CLI::App* fp8_cmd = sweep->add_subcommand(
+      "fp8",
+      "Encode every input of the source type (all 2^32 float32, or all 2^16 bf16/f16) with the reference FP8\n"
+      "encoder and with an independent exact checker; report every mismatch. Exit 0 only with none.");
+  auto o = std::make_shared<SweepOptions>();
+  fp8_cmd->add_option("--format", o->formats, "FP8 format(s): e4m3fn, e5m2")
+      ->required()
+      ->check(CLI::IsMember({"e4m3fn", "e5m2"}));
+  fp8_cmd->add_option("--policy", o->policies,
+                      "Overflow policy(ies): satfinite (CUDA/Triton, clamp to max finite), nan (torch<2.12 e4m3fn),\n"
+                      "inf (OCP non-saturating: Inf where the format has one, else NaN)")
+      ->required()
+      ->check(CLI::IsMember({"satfinite", "nan", "inf"}));
+  fp8_cmd->add_option("--from", o->source, "Source type: f32, bf16, f16")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}));
+  fp8_cmd->add_option("--rounding", o->rounding, "nearest (ties to even) or stochastic (see docs/formats/fp8.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"nearest", "stochastic"}));
+  fp8_cmd->add_option("--seed", o->seed, "Seed of the per-input random bits for stochastic rounding")
+      ->capture_default_str();
+  fp8_cmd->add_option("--nan-encoding", o->nan_encoding,
+                      "NaN output: torch (0x7F|sign), cuda (0x7F, sign dropped), ml_dtypes (quiet NaN|sign);\n"
+                      "default: cuda with satfinite, torch otherwise")
+      ->check(CLI::IsMember({"torch", "cuda", "ml_dtypes"}));
+  fp8_cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")
+      ->capture_default_str();
+  fp8_cmd->add_option("--report", o->report, "Write the JSON report here (and the Markdown beside it, as .md)");
+  fp8_cmd->add_option("--markdown", o->markdown, "Write the Markdown report here");
+  fp8_cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+  return {fp8_cmd, [o] { return run_sweep_fp8(*o); }};
+}
+
+}  // namespace lowbit::cli
