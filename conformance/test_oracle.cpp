@@ -89,10 +89,10 @@ TEST_CASE("oracle rounding to binary32 equals the hardware conversion of doubles
 }
 
 TEST_CASE("ulp distance and ulp error") {
-  CHECK(oracle::ulp_distance(1.0f, std::nextafter(1.0f, 2.0f)) == 1);
-  CHECK(oracle::ulp_distance(0.0f, -0.0f) == 0);
-  CHECK(oracle::ulp_distance(std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()) == 2);
-  CHECK(oracle::ulp_distance(1.0f, 2.0f) == (1u << 23));
+  CHECK(ulp_distance(1.0f, std::nextafter(1.0f, 2.0f)) == 1);
+  CHECK(ulp_distance(0.0f, -0.0f) == 0);
+  CHECK(ulp_distance(std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min()) == 2);
+  CHECK(ulp_distance(1.0f, 2.0f) == (1u << 23));
   // 1 + 2^-24 is half an ulp from 1.0f
   CHECK(oracle::ulp_error(1.0f, oracle::Exact(1) + ldexp(oracle::Exact(1), -24)) == oracle::Exact(0.5));
 }

@@ -142,17 +142,6 @@ float round_to_f32(const Exact& x) {
   return negative ? -out : out;
 }
 
-std::uint64_t ulp_distance(float a, float b) {
-  // Map bit patterns onto a line where consecutive floats are consecutive integers and +-0 meet.
-  auto ordinal = [](float x) -> std::int64_t {
-    const std::uint32_t u = bits_of(x);
-    const auto magnitude = static_cast<std::int64_t>(u & 0x7FFFFFFFu);
-    return (u >> 31) ? -magnitude : magnitude;
-  };
-  const std::int64_t d = ordinal(a) - ordinal(b);
-  return static_cast<std::uint64_t>(d < 0 ? -d : d);
-}
-
 Exact ulp_error(float got, const Exact& exact) {
   const Exact m = abs(exact);
   int e = 0;

@@ -10,6 +10,10 @@ struct Subcommand {
   std::function<int()> run;  // returns an ExitCode
 };
 
+Subcommand add_compare_command(CLI::App& parent);
+Subcommand add_conform_command(CLI::App& parent);
+Subcommand add_golden_command(CLI::App& parent);
+Subcommand add_inspect_command(CLI::App& parent);
 Subcommand add_sweep_command(CLI::App& parent);
 
 }  // namespace lowbit::cli

@@ -5,8 +5,8 @@
 #include <thread>
 
 #include "command.hpp"
-#include "lowbit/atomic_file.hpp"
 #include "progress.hpp"
+#include "report_output.hpp"
 #include "subcommand.hpp"
 #include "sweep_report.hpp"
 
@@ -22,8 +22,7 @@ struct SweepOptions {
   std::string nan_encoding;  // empty: the policy's usual implementation
   std::uint64_t seed = 1;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::string report;
-  std::string markdown;
+  ReportOutput output;
   bool quiet = false;
 };
 
@@ -37,19 +36,10 @@ fp8::NanEncoding nan_encoding_named(const std::string& name, fp8::FormatId f) {
   return f == fp8::FormatId::E4M3FN ? fp8::kMlDtypesNan<fp8::E4M3FN> : fp8::kMlDtypesNan<fp8::E5M2>;
 }
 
-std::string markdown_path_for(const std::string& json_path) {
-  const auto dot = json_path.rfind('.');
-  const auto slash = json_path.rfind('/');
-  const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
-  return (has_extension ? json_path.substr(0, dot) : json_path) + ".md";
-}
-
 int run_sweep_fp8(const SweepOptions& o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
-  const std::string markdown = !o.markdown.empty() ? o.markdown : o.report.empty() ? "" : markdown_path_for(o.report);
-  // Fail before hours of work, not after.
-  if (!o.report.empty()) ensure_writable(o.report);
-  if (!markdown.empty()) ensure_writable(markdown);
+  ReportOutput output = o.output;
+  output.prepare();  // fail before the work, not after
 
   std::vector<SweepRun> runs;
   for (const std::string& format_name : o.formats) {
@@ -79,8 +69,7 @@ int run_sweep_fp8(const SweepOptions& o) {
       runs.push_back(std::move(run));
     }
   }
-  if (!o.report.empty()) write_file_atomically(o.report, sweep_report_json(runs).dump(2) + "\n");
-  if (!markdown.empty()) write_file_atomically(markdown, sweep_report_markdown(runs));
+  output.write(sweep_report_json(runs).dump(2) + "\n", sweep_report_markdown(runs));
   for (const SweepRun& r : runs)
     if (r.result.mismatches != 0) return kNotConformant;
   return kConformant;
@@ -118,8 +107,7 @@ Subcommand add_sweep_command(CLI::App& parent) {
       ->check(CLI::IsMember({"torch", "cuda", "ml_dtypes"}));
   fp8_cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")
       ->capture_default_str();
-  fp8_cmd->add_option("--report", o->report, "Write the JSON report here (and the Markdown beside it, as .md)");
-  fp8_cmd->add_option("--markdown", o->markdown, "Write the Markdown report here");
+  o->output.add_options(*fp8_cmd);
   fp8_cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   return {fp8_cmd, [o] { return run_sweep_fp8(*o); }};
 }

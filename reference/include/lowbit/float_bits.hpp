@@ -9,6 +9,19 @@ namespace lowbit {
 inline std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 inline float float_from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 
+// Distance in binary32 ulps between two non-NaN floats: the number of representable values stepped
+// over going from a to b (+0 and -0 are one point). Bit patterns are mapped onto a line where
+// consecutive floats are consecutive integers.
+inline std::uint64_t ulp_distance(float a, float b) {
+  auto ordinal = [](float x) -> std::int64_t {
+    const std::uint32_t u = bits_of(x);
+    const auto magnitude = static_cast<std::int64_t>(u & 0x7FFFFFFFu);
+    return (u >> 31) ? -magnitude : magnitude;
+  };
+  const std::int64_t d = ordinal(a) - ordinal(b);
+  return static_cast<std::uint64_t>(d < 0 ? -d : d);
+}
+
 // bfloat16 is the upper half of a binary32.
 inline float widen_bf16(std::uint16_t h) { return float_from_bits(std::uint32_t{h} << 16); }
 

@@ -221,6 +221,10 @@ constexpr float decode(std::uint8_t code) {
   return float_from_bits(sign | (biased << 23) | (mantissa << (23 - m)));
 }
 
+// Position of a code on the number line of its format: consecutive values are consecutive
+// integers and +0 / -0 meet at 0. Code distances in reports are differences of ordinals.
+constexpr int code_ordinal(std::uint8_t code) { return (code & 0x80) ? -int(code & 0x7F) : int(code & 0x7F); }
+
 // Convenience: the same encoders from the 16-bit storage formats (widening is exact).
 template <class Format>
 constexpr std::uint8_t encode_nearest_even_bf16(std::uint16_t h, const Policy& p) {

@@ -1,0 +1,183 @@
+// Case files: round trips for every dtype, and one test per class of malformed file. A reader must
+// answer every fault with a CaseError naming the file and the fault, never a crash.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "lowbit/case.hpp"
+#include "lowbit/manifest.hpp"
+
+using namespace lowbit;
+
+namespace {
+
+std::vector<std::uint8_t> file_with_header(const std::string& header, std::size_t data_bytes) {
+  std::vector<std::uint8_t> f(8 + header.size() + data_bytes, 0xAB);
+  const std::uint64_t n = header.size();
+  std::memcpy(f.data(), &n, 8);
+  std::memcpy(f.data() + 8, header.data(), header.size());
+  return f;
+}
+
+// The error must name the file and contain the fault's words.
+void check_fault(const std::vector<std::uint8_t>& file, const std::string& words) {
+  CAPTURE(words);
+  try {
+    parse_case(file, "bad.safetensors");
+    FAIL("accepted a malformed file");
+  } catch (const CaseError& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.rfind("bad.safetensors: ", 0) == 0);
+    CHECK(what.find(words) != std::string::npos);
+  }
+}
+
+Case one_of_each_dtype() {
+  Case c;
+  c.metadata = {{"format", "fp8.e4m3fn.satfinite"}, {"params", "{\"nan_encoding\":\"cuda\"}"}, {"seed", "7"}};
+  const std::vector<std::uint8_t> bytes8 = {0, 1, 2, 255, 128, 127};
+  for (DType d : {DType::F32, DType::F16, DType::BF16, DType::U8, DType::I32, DType::I64, DType::F8_E4M3, DType::F8_E5M2}) {
+    std::vector<std::uint8_t> data(6 * dtype_size(d));
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::uint8_t>(i * 37 + 11);
+    c.add(Tensor::from_bytes(std::string("t_") + std::string(dtype_name(d)), d, {2, 3}, data));
+  }
+  c.add(Tensor::from_bytes("empty", DType::F32, {0, 4}, {}));
+  c.add(Tensor::from_bytes("scalar", DType::I64, {}, std::vector<std::uint8_t>(8, 1)));
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("round trip of every dtype, an empty tensor and a scalar") {
+  const Case c = one_of_each_dtype();
+  const auto bytes = serialize_case(c);
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, bytes.data(), 8);
+  CHECK((8 + header_len) % 8 == 0);  // header padded with spaces so the data area starts 8-aligned
+  const Case back = parse_case(bytes, "memory");
+  REQUIRE(back.tensors.size() == c.tensors.size());
+  for (const Tensor& t : c.tensors) {
+    const Tensor* u = back.find(t.name);
+    REQUIRE(u);
+    CHECK(u->dtype == t.dtype);
+    CHECK(u->shape == t.shape);
+    CHECK(u->bytes == t.bytes);
+  }
+  CHECK(back.metadata == c.metadata);
+  CHECK(back.params()["nan_encoding"] == "cuda");
+  CHECK(serialize_case(back) == bytes);  // byte-stable
+}
+
+TEST_CASE("write_case is atomic and read_case reads it back") {
+  const std::string path = (std::filesystem::temp_directory_path() / "lowbit_test_case.safetensors").string();
+  write_case(path, one_of_each_dtype());
+  CHECK(read_case(path).tensors.size() == 10);
+  for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
+    CHECK(e.path().filename().string().find("lowbit_test_case.safetensors.tmp") == std::string::npos);
+  std::filesystem::remove(path);
+  CHECK_THROWS_AS(read_case(path), CaseError);
+}
+
+TEST_CASE("malformed: truncated file") {
+  check_fault({1, 2, 3}, "truncated");
+  check_fault({}, "truncated");
+}
+
+TEST_CASE("malformed: header length beyond the file") {
+  for (std::uint64_t declared : {std::uint64_t{1000}, ~std::uint64_t{0}}) {  // 2^64-1 must not wrap around
+    auto f = file_with_header("{}", 0);
+    std::memcpy(f.data(), &declared, 8);
+    check_fault(f, "runs past the end");
+  }
+}
+
+TEST_CASE("malformed: header not JSON, or not an object") {
+  check_fault(file_with_header("{\"a\": ", 0), "not valid JSON");
+  check_fault(file_with_header("[1, 2]", 0), "not a JSON object");
+  check_fault(file_with_header("\xff\xfe", 0), "not valid JSON");
+}
+
+TEST_CASE("malformed: unknown dtype") {
+  check_fault(file_with_header(R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})", 8), "unknown dtype 'F64'");
+}
+
+TEST_CASE("malformed: shape x dtype size differs from the byte range") {
+  check_fault(file_with_header(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "12 bytes");
+  check_fault(file_with_header(R"({"x":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4), "not a non-negative integer");
+  check_fault(file_with_header(R"({"x":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4), "not a non-negative integer");
+}
+
+TEST_CASE("malformed: offsets outside the data area, overlapping, or leaving gaps") {
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})", 4), "outside the data area");
+  check_fault(file_with_header(R"({"a":{"dtype":"U8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"U8","shape":[4],"data_offsets":[2,6]}})", 6),
+              "overlaps");
+  check_fault(file_with_header(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})", 6),
+              "gap of 2 bytes");
+  check_fault(file_with_header(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", 5), "belong to none");
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[6,4]}})", 8), "end before they begin");
+}
+
+TEST_CASE("offsets beyond 2 GiB and 4 GiB are handled in 64-bit arithmetic") {
+  // A synthetic header naming data far past the small file: rejected by value, not by wrap-around.
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[16],"data_offsets":[3000000000,3000000016]}})", 16),
+              "[3000000000, 3000000016) lie outside");
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[4294967312],"data_offsets":[0,4294967312]}})", 16),
+              "lie outside the data area of 16 bytes");
+  // Offsets whose 32-bit truncation would look valid (2^32 + 0 .. 2^32 + 16).
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[16],"data_offsets":[4294967296,4294967312]}})", 16),
+              "lie outside");
+}
+
+TEST_CASE("malformed: integer overflow in a size") {
+  check_fault(file_with_header(R"({"x":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,8]}})", 8), "overflows 64 bits");
+  check_fault(file_with_header(R"({"x":{"dtype":"I64","shape":[4611686018427387904],"data_offsets":[0,8]}})", 8), "overflows 64 bits");
+  check_fault(file_with_header(R"({"x":{"dtype":"U8","shape":[1],"data_offsets":[0,18446744073709551616]}})", 1), "two non-negative integers");
+}
+
+TEST_CASE("malformed: duplicate names") {
+  check_fault(file_with_header(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2),
+              "duplicate name 'a'");
+}
+
+TEST_CASE("malformed: required tensor missing") {
+  const Case c = parse_case(file_with_header(R"({"codes":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", 1), "bad.safetensors");
+  try {
+    (void)c.require("scale");
+    FAIL("no error");
+  } catch (const CaseError& e) {
+    CHECK(std::string(e.what()) == "bad.safetensors: required tensor 'scale' is missing");
+  }
+}
+
+TEST_CASE("malformed: metadata that is not strings, and params that are not JSON") {
+  check_fault(file_with_header(R"({"__metadata__":{"seed":7}})", 0), "is not a string");
+  const Case c = parse_case(file_with_header(R"({"__metadata__":{"params":"{oops"}})", 0), "bad.safetensors");
+  CHECK_THROWS_WITH_AS(c.params(), "bad.safetensors: metadata 'params' is not valid JSON", CaseError);
+}
+
+TEST_CASE("a golden file whose hash disagrees with the manifest is refused") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "lowbit_test_manifest";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "fmt");
+  write_case((dir / "fmt/a.safetensors").string(), one_of_each_dtype());
+  Manifest m;
+  upsert(m, describe_case_file(dir.string(), "fmt/a.safetensors"));
+  write_manifest(dir.string(), m);
+  CHECK(read_case_guarded((dir / "fmt/a.safetensors").string()).tensors.size() == 10);
+  {  // flip one data byte at the very end
+    std::fstream f(dir / "fmt/a.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+  }
+  CHECK_THROWS_WITH_AS(read_case_guarded((dir / "fmt/a.safetensors").string()),
+                       doctest::Contains("disagrees with the manifest"), CaseError);
+  CHECK_THROWS_AS(read_verified_case(dir.string(), read_manifest(dir.string()).files.at(0)), CaseError);
+  ManifestEntry escape = m.files.at(0);
+  escape.path = "../outside.safetensors";
+  CHECK_THROWS_WITH_AS(read_verified_case(dir.string(), escape), doctest::Contains("not a plain relative path"), CaseError);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,116 @@
+// The lowbit command as a user meets it: exit codes 0 / 1 / 2, one clear error line, reports.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lowbit/case.hpp"
+#include "lowbit/formats.hpp"
+
+namespace fs = std::filesystem;
+using namespace lowbit;
+
+namespace {
+
+struct Run {
+  int code;
+  std::string output;  // stdout and stderr together
+};
+
+Run lowbit_cli(const std::string& args) {
+  const std::string command = std::string(LOWBIT_CLI) + " " + args + " 2>&1";
+  FILE* p = popen(command.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("lowbit_cli_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace
+
+TEST_CASE("compare: identical files exit 0, one differing code exits 1 and is named, a corrupt file exits 2") {
+  TempDir dir;
+  Case in;
+  in.metadata = {{"format", "fp8.e5m2.inf"}};
+  in.add(Tensor::from_f32("input", {4}, std::vector<float>{1.0f, 2.0f, 3.0f, 70000.0f}));
+  const Case expected = run_reference(*find_format("fp8.e5m2.inf"), in);
+  write_case(dir / "expected.safetensors", expected);
+  write_case(dir / "same.safetensors", expected);
+  Case changed = expected;
+  changed.find("codes")->bytes[1] ^= 1;
+  write_case(dir / "changed.safetensors", changed);
+
+  Run same = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "same.safetensors"));
+  CHECK(same.code == 0);
+  CHECK(same.output.find("conformant") == 0);
+
+  Run diff = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "changed.safetensors") +
+                        " --markdown " + (dir / "r.md") + " --report " + (dir / "r.json"));
+  CHECK(diff.code == 1);
+  const std::string md = slurp(dir / "r.md");
+  CHECK(md.find("NOT conformant") != std::string::npos);
+  CHECK(md.find("| 1 | 0 | 0x40 (2) | 0x41 (2.5) |") != std::string::npos);
+  CHECK(slurp(dir / "r.json").find("\"conformant\": false") != std::string::npos);
+
+  {
+    std::ofstream(dir / "corrupt.safetensors", std::ios::binary) << std::string("\x10\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13);
+  }
+  Run bad = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "corrupt.safetensors"));
+  CHECK(bad.code == 2);
+  CHECK(bad.output.find("corrupt.safetensors: header length 16 runs past the end") != std::string::npos);
+  CHECK(std::count(bad.output.begin(), bad.output.end(), '\n') == 1);  // one line
+}
+
+TEST_CASE("sweep: bad arguments give one error line and exit 2") {
+  for (const std::string& args : {std::string("sweep fp8 --format e4m3 --policy nan"),
+                                  std::string("sweep fp8 --format e4m3fn --policy saturate"),
+                                  std::string("sweep fp8 --format e4m3fn --policy nan --threads 0"),
+                                  std::string("sweep fp8 --format e4m3fn --policy nan --from bf16 --report /no/such/dir/r.json")}) {
+    CAPTURE(args);
+    const Run r = lowbit_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.output.rfind("lowbit: error: ", 0) == 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("sweep of bf16 writes a conformant report; golden generate, check and conform agree") {
+  TempDir dir;
+  const Run sweep = lowbit_cli("sweep fp8 --format e5m2 --policy inf --from bf16 -q --report " + (dir / "s.json"));
+  CHECK(sweep.code == 0);
+  CHECK(slurp(dir / "s.json").find("\"mismatches\": 0") != std::string::npos);
+  CHECK(fs::exists(dir / "s.md"));
+
+  const Run gen = lowbit_cli("golden generate --format fp8.e4m3fn.nan --input edges --input normal:n=100,std=300 --out " +
+                             (dir / "g"));
+  CHECK(gen.code == 0);
+  CHECK(lowbit_cli("golden check --golden " + (dir / "g")).code == 0);
+  const Run conform = lowbit_cli("conform --golden " + (dir / "g"));
+  CHECK(conform.code == 0);
+  CHECK(conform.output.find("fp8.e4m3fn.nan: 2 cases, 2 conformant") != std::string::npos);
+  const Run none = lowbit_cli("conform --golden " + (dir / "g") + " --format 'torchao.*'");
+  CHECK(none.code == 0);
+  CHECK(none.output.find("nothing to check") != std::string::npos);
+  CHECK(lowbit_cli("golden generate --format no.such --input edges --out " + (dir / "g")).code == 2);
+  CHECK(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input gauss --out " + (dir / "g")).code == 2);
+}

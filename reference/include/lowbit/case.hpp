@@ -1,0 +1,83 @@
+#pragma once
+// A Case: named tensors (dtype, shape, little-endian bytes) plus string metadata (format, params as
+// JSON, source, function, seed, generator), stored as one safetensors file. Reading a file is a
+// security boundary: every size, offset and name is validated before it is trusted, and any fault
+// is a CaseError whose message names the file and the fault.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lowbit {
+
+enum class DType { F32, F16, BF16, U8, I32, I64, F8_E4M3, F8_E5M2 };
+
+std::string_view dtype_name(DType d);                     // safetensors spelling: "F32", "F8_E4M3", ...
+std::optional<DType> parse_dtype(std::string_view name);
+std::size_t dtype_size(DType d);
+
+struct CaseError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct Tensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::uint8_t> bytes;  // little-endian element data, element_count() * dtype_size
+
+  std::uint64_t element_count() const;
+
+  // Typed copies of the data; each checks that the dtype has that element size and kind.
+  std::vector<float> f32() const;
+  std::vector<std::uint8_t> u8() const;  // U8, F8_E4M3 and F8_E5M2 (codes)
+  std::vector<std::uint16_t> u16() const;  // F16 and BF16 bit patterns
+  std::vector<std::int32_t> i32() const;
+  std::vector<std::int64_t> i64() const;
+  // The element at index i widened to float (F32, F16, BF16) for reports; throws for other dtypes.
+  float value_as_float(std::size_t i) const;
+  // The raw bit pattern of element i (1, 2, 4 or 8 bytes, zero-extended).
+  std::uint64_t bits_at(std::size_t i) const;
+
+  static Tensor from_f32(std::string name, std::vector<std::int64_t> shape, std::span<const float> data);
+  static Tensor from_bytes(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                           std::span<const std::uint8_t> data);
+  static Tensor from_i64(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data);
+};
+
+class Case {
+ public:
+  std::vector<Tensor> tensors;
+  std::map<std::string, std::string> metadata;  // safetensors __metadata__: strings only
+
+  const Tensor* find(std::string_view name) const;
+  Tensor* find(std::string_view name);
+  // Throws CaseError("<origin>: required tensor 'name' is missing").
+  const Tensor& require(std::string_view name) const;
+  void add(Tensor t);  // replaces a tensor of the same name
+
+  std::string meta(const std::string& key, const std::string& fallback = "") const;
+  std::string format() const { return meta("format"); }
+  nlohmann::json params() const;  // metadata "params" parsed; {} when absent; CaseError when not JSON
+
+  std::string origin = "<memory>";  // the file it came from, for error messages
+};
+
+// Parse a safetensors image. `origin` names it in error messages.
+Case parse_case(std::span<const std::uint8_t> file, const std::string& origin);
+Case read_case(const std::string& path);
+// Serialize: tensors in name order, contiguous, header padded with spaces to a multiple of 8 bytes
+// (the layout of the reference safetensors writer).
+std::vector<std::uint8_t> serialize_case(const Case& c);
+// Written to a temporary file and renamed: never a partial file.
+void write_case(const std::string& path, const Case& c);
+
+// Whole file contents; CaseError naming the path when it cannot be read.
+std::vector<std::uint8_t> read_file_bytes(const std::string& path);
+
+}  // namespace lowbit

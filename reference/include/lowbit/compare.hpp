@@ -1,0 +1,65 @@
+#pragma once
+// The comparison engine: an expected case against an actual one, tensor by tensor, bit for bit.
+// Every mismatch gets its code distance (in code order), the ulp distance of the (dequantized)
+// binary32 values, a class (tie, near a rounding boundary, propagated from a scale mismatch,
+// genuine) and a verdict under the tolerance policy. Rendered as JSON (docs/tolerance-policy.md
+// gives the schema) and as Markdown for a pull request.
+#include <array>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "lowbit/case.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/tolerance.hpp"
+
+namespace lowbit {
+
+struct MismatchRecord {
+  std::size_t index = 0;
+  std::size_t block = 0;
+  std::uint64_t expected_bits = 0, actual_bits = 0;
+  double expected_value = 0, actual_value = 0;  // decoded (codes) or the values themselves (floats)
+  std::uint64_t code_distance = 0;              // in code order (codes, integers); 0 for float tensors
+  std::uint64_t ulp_distance = 0;               // binary32 ulps between the values; UINT64_MAX when a NaN is involved
+  Explanation why;
+  bool allowed = false;
+};
+
+struct BlockStats {
+  std::size_t index = 0;
+  std::uint64_t mismatches = 0;
+  std::uint64_t max_code_distance = 0;
+  std::uint64_t max_ulp_distance = 0;
+};
+
+struct TensorComparison {
+  std::string name;
+  std::string dtype;
+  std::vector<std::int64_t> shape;
+  std::string fault;  // non-empty: not comparable (missing, other dtype or shape)
+  std::uint64_t elements = 0, identical = 0, mismatches = 0, allowed = 0;
+  std::uint64_t max_code_distance = 0, max_ulp_distance = 0;
+  std::array<std::uint64_t, 4> by_class{};  // indexed by MismatchClass
+  std::size_t block_size = 0;
+  BlockStats worst_block;
+  std::vector<MismatchRecord> first_mismatches;
+};
+
+struct ComparisonReport {
+  std::string expected_origin, actual_origin, format;
+  TolerancePolicy policy;
+  std::vector<TensorComparison> tensors;
+  std::vector<std::string> extra_in_actual;
+  bool conformant = true;
+};
+
+// Compares every tensor of `expected` with the same-named tensor of `actual`.
+ComparisonReport compare_cases(const Case& expected, const Case& actual, const TolerancePolicy& policy,
+                               std::size_t max_listed = 20);
+
+nlohmann::json report_json(const ComparisonReport& r);
+std::string report_markdown(const ComparisonReport& r);
+
+}  // namespace lowbit

@@ -1,0 +1,32 @@
+#pragma once
+// Input generators for golden generate (and later audit). Deterministic for a seed on every
+// platform: mt19937_64 (fully specified by the standard) with our own transforms, never the
+// std:: distributions, whose outputs differ between standard libraries.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lowbit/formats.hpp"
+
+namespace lowbit {
+
+// "kind:key=value,key=value", e.g. "normal:n=4096,seed=3,std=0.01". Kinds and their keys:
+//   normal (mean=0, std=1), uniform (lo=-1, hi=1), lognormal (mu=0, sigma=2; random signs),
+//   student-t (nu=3), constant (value=1), outliers (std=1, scale=1e4, block=256: one huge value per
+//   block), special (zeros, signed zeros, binary32 subnormals, NaN, Inf, extremes),
+//   edges (the format's own boundaries: every value, every midpoint and its neighbours).
+// Every kind takes n (default 4096; edges and special ignore it) and seed (default 1).
+struct InputSpec {
+  std::string kind;
+  std::map<std::string, std::string> args;
+  std::string text;  // as given, for provenance
+  std::uint64_t seed() const;
+  std::size_t count() const;
+  double number(const std::string& key, double fallback) const;
+};
+
+InputSpec parse_input_spec(const std::string& text);  // std::invalid_argument on a bad spec
+std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
+}  // namespace lowbit

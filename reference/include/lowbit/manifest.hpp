@@ -1,0 +1,42 @@
+#pragma once
+// golden/MANIFEST.json: every golden case file with its sha256, size, format and provenance. A
+// golden file whose bytes disagree with its manifest entry is refused by every reader.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lowbit/case.hpp"
+
+namespace lowbit {
+
+struct ManifestEntry {
+  std::string path;  // relative to the manifest's folder, '/'-separated, no '..'
+  std::string sha256;
+  std::uint64_t size = 0;
+  std::string format;
+  std::string source;     // library and version that produced the outputs
+  std::string function;   // official function or kernel used
+  std::string generator;  // tool and version that wrote the file
+};
+
+struct Manifest {
+  std::vector<ManifestEntry> files;
+};
+
+// DIR/MANIFEST.json; an absent manifest reads as empty, a malformed one is a CaseError.
+Manifest read_manifest(const std::string& dir);
+void write_manifest(const std::string& dir, const Manifest& m);  // sorted by path, atomically
+
+// An entry describing the case file DIR/relative_path as it is now (reads it and validates it).
+ManifestEntry describe_case_file(const std::string& dir, const std::string& relative_path);
+// Adds or replaces the entry with the same path.
+void upsert(Manifest& m, ManifestEntry e);
+
+// Reads DIR/entry.path, refusing it (CaseError naming the file) unless its size and sha256 match.
+Case read_verified_case(const std::string& dir, const ManifestEntry& entry);
+
+// Reads any case file; when a MANIFEST.json in one of its parent folders lists it, the file must
+// match its entry (the golden-file guard every command goes through).
+Case read_case_guarded(const std::string& path);
+
+}  // namespace lowbit

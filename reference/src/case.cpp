@@ -1,0 +1,333 @@
+#include "lowbit/case.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "lowbit/atomic_file.hpp"
+#include "lowbit/float_bits.hpp"
+
+static_assert(std::endian::native == std::endian::little, "case files are little-endian; so is every host here");
+
+namespace lowbit {
+
+namespace {
+
+struct DTypeRow {
+  DType dtype;
+  std::string_view name;
+  std::size_t size;
+};
+constexpr DTypeRow kDTypes[] = {
+    {DType::F32, "F32", 4},  {DType::F16, "F16", 2},         {DType::BF16, "BF16", 2},
+    {DType::U8, "U8", 1},    {DType::I32, "I32", 4},         {DType::I64, "I64", 8},
+    {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
+};
+
+// The reference implementation caps headers at 100 MB; nothing legitimate comes near it.
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+
+template <class T>
+std::vector<T> copy_as(const Tensor& t) {
+  std::vector<T> out(t.bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), t.bytes.data(), out.size() * sizeof(T));
+  return out;
+}
+
+void expect_dtype(const Tensor& t, std::initializer_list<DType> allowed, const char* what) {
+  for (DType d : allowed)
+    if (t.dtype == d) return;
+  throw CaseError("tensor '" + t.name + "' has dtype " + std::string(dtype_name(t.dtype)) + ", not " + what);
+}
+
+// Rejects duplicate keys at every object level (nlohmann keeps the last one silently).
+struct DuplicateKeyGuard {
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  bool operator()(int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) open_objects.emplace_back();
+    else if (event == E::object_end && !open_objects.empty()) open_objects.pop_back();
+    else if (event == E::key && !open_objects.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  }
+};
+
+std::uint64_t checked_product(std::uint64_t a, std::uint64_t b, bool& overflow) {
+  std::uint64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) overflow = true;
+  return r;
+}
+
+struct Entry {
+  std::string name;
+  DType dtype;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin, end;
+};
+
+Entry parse_entry(const std::string& name, const nlohmann::json& j, const std::function<CaseError(std::string)>& fail) {
+  if (!j.is_object()) throw fail("tensor '" + name + "': entry is not an object");
+  for (const auto& [key, value] : j.items())
+    if (key != "dtype" && key != "shape" && key != "data_offsets")
+      throw fail("tensor '" + name + "': unexpected field '" + key + "'");
+  if (!j.contains("dtype") || !j["dtype"].is_string()) throw fail("tensor '" + name + "': dtype missing or not a string");
+  const auto dtype = parse_dtype(j["dtype"].get<std::string>());
+  if (!dtype) throw fail("tensor '" + name + "': unknown dtype '" + j["dtype"].get<std::string>() + "'");
+  if (!j.contains("shape") || !j["shape"].is_array()) throw fail("tensor '" + name + "': shape missing or not an array");
+  Entry e{name, *dtype, {}, 0, 0};
+  bool overflow = false;
+  std::uint64_t elements = 1;
+  for (const auto& d : j["shape"]) {
+    if (!d.is_number_unsigned()) throw fail("tensor '" + name + "': shape holds a value that is not a non-negative integer");
+    const std::uint64_t n = d.get<std::uint64_t>();
+    if (n > static_cast<std::uint64_t>(INT64_MAX)) overflow = true;
+    elements = checked_product(elements, n, overflow);
+    e.shape.push_back(static_cast<std::int64_t>(n));
+  }
+  const std::uint64_t bytes = checked_product(elements, dtype_size(*dtype), overflow);
+  if (overflow) throw fail("tensor '" + name + "': size overflows 64 bits");
+  const auto& off = j.contains("data_offsets") ? j["data_offsets"] : nlohmann::json();
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    throw fail("tensor '" + name + "': data_offsets must be two non-negative integers");
+  e.begin = off[0].get<std::uint64_t>();
+  e.end = off[1].get<std::uint64_t>();
+  if (e.end < e.begin) throw fail("tensor '" + name + "': data_offsets end before they begin");
+  if (e.end - e.begin != bytes)
+    throw fail("tensor '" + name + "': shape x dtype is " + std::to_string(bytes) + " bytes but data_offsets span " +
+               std::to_string(e.end - e.begin));
+  return e;
+}
+
+}  // namespace
+
+std::string_view dtype_name(DType d) {
+  for (const auto& r : kDTypes)
+    if (r.dtype == d) return r.name;
+  return "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view name) {
+  for (const auto& r : kDTypes)
+    if (r.name == name) return r.dtype;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(DType d) {
+  for (const auto& r : kDTypes)
+    if (r.dtype == d) return r.size;
+  return 0;
+}
+
+std::uint64_t Tensor::element_count() const {
+  std::uint64_t n = 1;
+  for (std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+std::vector<float> Tensor::f32() const {
+  expect_dtype(*this, {DType::F32}, "F32");
+  return copy_as<float>(*this);
+}
+std::vector<std::uint8_t> Tensor::u8() const {
+  expect_dtype(*this, {DType::U8, DType::F8_E4M3, DType::F8_E5M2}, "a byte type");
+  return bytes;
+}
+std::vector<std::uint16_t> Tensor::u16() const {
+  expect_dtype(*this, {DType::F16, DType::BF16}, "F16 or BF16");
+  return copy_as<std::uint16_t>(*this);
+}
+std::vector<std::int32_t> Tensor::i32() const {
+  expect_dtype(*this, {DType::I32}, "I32");
+  return copy_as<std::int32_t>(*this);
+}
+std::vector<std::int64_t> Tensor::i64() const {
+  expect_dtype(*this, {DType::I64}, "I64");
+  return copy_as<std::int64_t>(*this);
+}
+
+std::uint64_t Tensor::bits_at(std::size_t i) const {
+  const std::size_t size = dtype_size(dtype);
+  std::uint64_t v = 0;
+  std::memcpy(&v, bytes.data() + i * size, size);
+  return v;
+}
+
+float Tensor::value_as_float(std::size_t i) const {
+  switch (dtype) {
+    case DType::F32: return float_from_bits(static_cast<std::uint32_t>(bits_at(i)));
+    case DType::F16: return widen_f16(static_cast<std::uint16_t>(bits_at(i)));
+    case DType::BF16: return widen_bf16(static_cast<std::uint16_t>(bits_at(i)));
+    default: throw CaseError("tensor '" + name + "' is not a floating-point tensor");
+  }
+}
+
+Tensor Tensor::from_f32(std::string name, std::vector<std::int64_t> shape, std::span<const float> data) {
+  return from_bytes(std::move(name), DType::F32, std::move(shape),
+                    {reinterpret_cast<const std::uint8_t*>(data.data()), data.size_bytes()});
+}
+
+Tensor Tensor::from_i64(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data) {
+  return from_bytes(std::move(name), DType::I64, std::move(shape),
+                    {reinterpret_cast<const std::uint8_t*>(data.data()), data.size_bytes()});
+}
+
+Tensor Tensor::from_bytes(std::string name, DType dtype, std::vector<std::int64_t> shape,
+                          std::span<const std::uint8_t> data) {
+  Tensor t{std::move(name), dtype, std::move(shape), {data.begin(), data.end()}};
+  if (t.element_count() * dtype_size(dtype) != t.bytes.size())
+    throw CaseError("tensor '" + t.name + "': " + std::to_string(t.bytes.size()) + " bytes do not fill its shape");
+  return t;
+}
+
+const Tensor* Case::find(std::string_view name) const {
+  for (const Tensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+Tensor* Case::find(std::string_view name) {
+  for (Tensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+const Tensor& Case::require(std::string_view name) const {
+  if (const Tensor* t = find(name)) return *t;
+  throw CaseError(origin + ": required tensor '" + std::string(name) + "' is missing");
+}
+
+void Case::add(Tensor t) {
+  if (Tensor* existing = find(t.name)) *existing = std::move(t);
+  else tensors.push_back(std::move(t));
+}
+
+std::string Case::meta(const std::string& key, const std::string& fallback) const {
+  const auto it = metadata.find(key);
+  return it == metadata.end() ? fallback : it->second;
+}
+
+nlohmann::json Case::params() const {
+  const std::string text = meta("params", "{}");
+  try {
+    nlohmann::json j = nlohmann::json::parse(text);
+    if (!j.is_object()) throw CaseError(origin + ": metadata 'params' is not a JSON object");
+    return j;
+  } catch (const nlohmann::json::exception&) {
+    throw CaseError(origin + ": metadata 'params' is not valid JSON");
+  }
+}
+
+Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
+  const std::function<CaseError(std::string)> fail = [&](std::string fault) { return CaseError(origin + ": " + fault); };
+  if (file.size() < 8)
+    throw fail("truncated: " + std::to_string(file.size()) + " bytes, too short for the 8-byte header length");
+  std::uint64_t header_len = 0;
+  std::memcpy(&header_len, file.data(), 8);
+  const std::uint64_t after_length = file.size() - 8;
+  if (header_len > after_length)
+    throw fail("header length " + std::to_string(header_len) + " runs past the end of the file (" +
+               std::to_string(after_length) + " bytes follow the length field)");
+  if (header_len > kMaxHeaderBytes) throw fail("header length " + std::to_string(header_len) + " exceeds 100 MB");
+  const std::string_view header_text(reinterpret_cast<const char*>(file.data() + 8), header_len);
+  const std::uint64_t data_size = after_length - header_len;
+
+  DuplicateKeyGuard guard;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_text, std::ref(guard));
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(std::string("header is not valid JSON (") + e.what() + ")");
+  }
+  if (!header.is_object()) throw fail("header is not a JSON object");
+  if (!guard.duplicate.empty()) throw fail("duplicate name '" + guard.duplicate + "' in the header");
+
+  Case c;
+  c.origin = origin;
+  std::vector<Entry> entries;
+  for (const auto& [key, value] : header.items()) {
+    if (key == "__metadata__") {
+      if (!value.is_object()) throw fail("__metadata__ is not an object");
+      for (const auto& [mk, mv] : value.items()) {
+        if (!mv.is_string()) throw fail("__metadata__ value of '" + mk + "' is not a string");
+        c.metadata[mk] = mv.get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parse_entry(key, value, fail));
+  }
+
+  // The tensors must tile the data area exactly: sorted by offset, each starts where the last ended.
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry* a, const Entry* b) { return a->begin != b->begin ? a->begin < b->begin : a->end < b->end; });
+  std::uint64_t cursor = 0;
+  for (const Entry* e : by_offset) {
+    if (e->end > data_size)
+      throw fail("tensor '" + e->name + "': data_offsets [" + std::to_string(e->begin) + ", " + std::to_string(e->end) +
+                 ") lie outside the data area of " + std::to_string(data_size) + " bytes");
+    if (e->begin < cursor) throw fail("tensor '" + e->name + "' overlaps the tensor before it");
+    if (e->begin > cursor)
+      throw fail("gap of " + std::to_string(e->begin - cursor) + " bytes before tensor '" + e->name + "'");
+    cursor = e->end;
+  }
+  if (cursor != data_size) throw fail(std::to_string(data_size - cursor) + " bytes after the last tensor belong to none");
+
+  const std::uint8_t* data = file.data() + 8 + header_len;
+  for (const Entry& e : entries)
+    c.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {data + e.begin, data + e.end}});
+  return c;
+}
+
+std::vector<std::uint8_t> read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw CaseError(path + ": read error");
+  return bytes;
+}
+
+Case read_case(const std::string& path) { return parse_case(read_file_bytes(path), path); }
+
+std::vector<std::uint8_t> serialize_case(const Case& c) {
+  std::vector<const Tensor*> order;
+  std::set<std::string> names;
+  for (const Tensor& t : c.tensors) {
+    if (!names.insert(t.name).second) throw CaseError("two tensors are named '" + t.name + "'");
+    if (t.name == "__metadata__") throw CaseError("'__metadata__' cannot name a tensor");
+    order.push_back(&t);
+  }
+  std::sort(order.begin(), order.end(), [](const Tensor* a, const Tensor* b) { return a->name < b->name; });
+  nlohmann::json header = nlohmann::json::object();
+  if (!c.metadata.empty()) header["__metadata__"] = c.metadata;
+  std::uint64_t offset = 0;
+  for (const Tensor* t : order) {
+    header[t->name] = {{"dtype", dtype_name(t->dtype)}, {"shape", t->shape}, {"data_offsets", {offset, offset + t->bytes.size()}}};
+    offset += t->bytes.size();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<std::uint8_t> out(8 + text.size() + offset);
+  const std::uint64_t len = text.size();
+  std::memcpy(out.data(), &len, 8);
+  std::memcpy(out.data() + 8, text.data(), text.size());
+  std::size_t at = 8 + text.size();
+  for (const Tensor* t : order) {
+    if (!t->bytes.empty()) std::memcpy(out.data() + at, t->bytes.data(), t->bytes.size());
+    at += t->bytes.size();
+  }
+  return out;
+}
+
+void write_case(const std::string& path, const Case& c) {
+  const std::vector<std::uint8_t> bytes = serialize_case(c);
+  write_file_atomically(path, {reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+}
+
+}  // namespace lowbit

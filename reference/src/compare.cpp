@@ -1,0 +1,165 @@
+#include "lowbit/compare.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "lowbit/float_bits.hpp"
+#include "lowbit/fp8.hpp"
+
+namespace lowbit {
+
+namespace {
+
+constexpr std::uint64_t kNoDistance = std::numeric_limits<std::uint64_t>::max();  // a NaN is involved
+constexpr std::size_t kDefaultBlock = 256;  // report granularity when a case names no block size
+
+std::size_t block_size_of(const nlohmann::json& params) {
+  for (const char* key : {"block_size", "group_size"})
+    if (params.contains(key) && params[key].is_number_unsigned() && params[key].get<std::uint64_t>() > 0)
+      return params[key].get<std::size_t>();
+  return kDefaultBlock;
+}
+
+bool is_fp8(DType d) { return d == DType::F8_E4M3 || d == DType::F8_E5M2; }
+bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+float fp8_value(DType d, std::uint8_t code) {
+  return d == DType::F8_E4M3 ? fp8::decode<fp8::E4M3FN>(code) : fp8::decode<fp8::E5M2>(code);
+}
+
+std::uint64_t float_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return kNoDistance;
+  return ulp_distance(a, b);
+}
+
+// Values and distances of one mismatching element, by what the dtype holds.
+void measure(const Tensor& t, std::uint64_t e, std::uint64_t a, MismatchRecord& m) {
+  if (is_fp8(t.dtype)) {
+    const auto ec = static_cast<std::uint8_t>(e), ac = static_cast<std::uint8_t>(a);
+    const float ev = fp8_value(t.dtype, ec), av = fp8_value(t.dtype, ac);
+    m.expected_value = ev;
+    m.actual_value = av;
+    m.ulp_distance = float_distance(ev, av);
+    m.code_distance = std::isnan(ev) || std::isnan(av)
+                          ? kNoDistance
+                          : static_cast<std::uint64_t>(std::abs(fp8::code_ordinal(ec) - fp8::code_ordinal(ac)));
+  } else if (is_float(t.dtype)) {
+    Tensor one{t.name, t.dtype, {}, {}};
+    const std::size_t size = dtype_size(t.dtype);
+    one.bytes.resize(size);
+    std::memcpy(one.bytes.data(), &e, size);
+    const float ev = one.value_as_float(0);
+    std::memcpy(one.bytes.data(), &a, size);
+    const float av = one.value_as_float(0);
+    m.expected_value = ev;
+    m.actual_value = av;
+    m.ulp_distance = float_distance(ev, av);
+  } else {  // U8 codebook indices and integers: code order is numeric order
+    auto as_signed = [&](std::uint64_t v) -> std::int64_t {
+      if (t.dtype == DType::I32) return static_cast<std::int32_t>(v);
+      return static_cast<std::int64_t>(v);
+    };
+    const std::int64_t ev = as_signed(e), av = as_signed(a);
+    m.expected_value = static_cast<double>(ev);
+    m.actual_value = static_cast<double>(av);
+    m.code_distance = static_cast<std::uint64_t>(ev > av ? ev - av : av - ev);
+  }
+}
+
+bool allowed_by(const TolerancePolicy& p, const Explanation& why) {
+  switch (why.cls) {
+    case MismatchClass::Tie: return p.allow_ties;
+    case MismatchClass::NearBoundary: return why.boundary_ulps <= p.boundary_ulps;
+    case MismatchClass::ScalePropagated: return p.allow_scale_propagated;
+    case MismatchClass::Genuine: return false;
+  }
+  return false;
+}
+
+// For each block, whether the scale tensors disagree there (then the block's codes may differ
+// only as a consequence).
+std::vector<bool> scale_differs_by_block(const FormatSpec* spec, const Case& expected, const Case& actual) {
+  if (!spec || spec->scale_tensor.empty()) return {};
+  const Tensor* e = expected.find(spec->scale_tensor);
+  const Tensor* a = actual.find(spec->scale_tensor);
+  if (!e || !a || e->dtype != a->dtype || e->bytes.size() != a->bytes.size()) return {};
+  std::vector<bool> differs(e->element_count());
+  for (std::size_t b = 0; b < differs.size(); ++b) differs[b] = e->bits_at(b) != a->bits_at(b);
+  return differs;
+}
+
+}  // namespace
+
+ComparisonReport compare_cases(const Case& expected, const Case& actual, const TolerancePolicy& policy,
+                               std::size_t max_listed) {
+  ComparisonReport r;
+  r.expected_origin = expected.origin;
+  r.actual_origin = actual.origin;
+  r.format = expected.format();
+  r.policy = policy;
+  const FormatSpec* spec = find_format(r.format);
+  const std::size_t block_size = block_size_of(expected.params());
+  const std::vector<bool> scale_differs = scale_differs_by_block(spec, expected, actual);
+
+  for (const Tensor& t : expected.tensors) {
+    TensorComparison tc;
+    tc.name = t.name;
+    tc.dtype = dtype_name(t.dtype);
+    tc.shape = t.shape;
+    tc.elements = t.element_count();
+    tc.block_size = block_size;
+    const Tensor* a = actual.find(t.name);
+    if (!a) tc.fault = "missing from the actual case";
+    else if (a->dtype != t.dtype) tc.fault = "dtype " + std::string(dtype_name(a->dtype)) + ", expected " + tc.dtype;
+    else if (a->shape != t.shape) tc.fault = "shape differs from the expected one";
+    if (!tc.fault.empty()) {
+      r.conformant = false;
+      r.tensors.push_back(std::move(tc));
+      continue;
+    }
+    std::vector<BlockStats> blocks((tc.elements + block_size - 1) / block_size);
+    for (std::size_t i = 0; i < tc.elements; ++i) {
+      const std::uint64_t eb = t.bits_at(i), ab = a->bits_at(i);
+      if (eb == ab) {
+        ++tc.identical;
+        continue;
+      }
+      MismatchRecord m;
+      m.index = i;
+      m.block = i / block_size;
+      m.expected_bits = eb;
+      m.actual_bits = ab;
+      measure(t, eb, ab, m);
+      const bool scale_block = t.name != (spec ? spec->scale_tensor : "") && m.block < scale_differs.size() &&
+                               scale_differs[m.block];
+      if (scale_block) m.why = {MismatchClass::ScalePropagated, 0};
+      else if (spec && spec->explain) m.why = spec->explain(expected, actual, t.name, i);
+      m.allowed = allowed_by(policy, m.why);
+
+      ++tc.mismatches;
+      tc.allowed += m.allowed;
+      ++tc.by_class[static_cast<std::size_t>(m.why.cls)];
+      auto grow = [](std::uint64_t& slot, std::uint64_t v) {
+        if (v != kNoDistance && v > slot) slot = v;
+      };
+      grow(tc.max_code_distance, m.code_distance);
+      grow(tc.max_ulp_distance, m.ulp_distance);
+      BlockStats& b = blocks[m.block];
+      b.index = m.block;
+      ++b.mismatches;
+      grow(b.max_code_distance, m.code_distance);
+      grow(b.max_ulp_distance, m.ulp_distance);
+      if (tc.first_mismatches.size() < max_listed) tc.first_mismatches.push_back(m);
+    }
+    for (const BlockStats& b : blocks)
+      if (b.mismatches > tc.worst_block.mismatches) tc.worst_block = b;
+    if (tc.mismatches > tc.allowed) r.conformant = false;
+    r.tensors.push_back(std::move(tc));
+  }
+  for (const Tensor& t : actual.tensors)
+    if (!expected.find(t.name)) r.extra_in_actual.push_back(t.name);
+  return r;
+}
+
+}  // namespace lowbit

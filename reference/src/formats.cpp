@@ -1,0 +1,51 @@
+#include "lowbit/formats.hpp"
+
+#include <stdexcept>
+
+namespace lowbit {
+
+std::string_view mismatch_class_name(MismatchClass c) {
+  switch (c) {
+    case MismatchClass::Tie: return "tie";
+    case MismatchClass::NearBoundary: return "near-boundary";
+    case MismatchClass::ScalePropagated: return "scale-propagated";
+    case MismatchClass::Genuine: return "genuine";
+  }
+  return "?";
+}
+
+const std::vector<FormatSpec>& registered_formats() {
+  static const std::vector<FormatSpec> formats = [] {
+    std::vector<FormatSpec> f;
+    register_fp8_formats(f);
+    return f;
+  }();
+  return formats;
+}
+
+const FormatSpec* find_format(std::string_view name) {
+  for (const FormatSpec& f : registered_formats())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {
+  nlohmann::json p = f.default_params;
+  for (const auto& [key, value] : given.items()) {
+    if (!p.contains(key)) throw std::runtime_error("format " + f.name + " has no parameter '" + key + "'");
+    p[key] = value;
+  }
+  return p;
+}
+
+Case run_reference(const FormatSpec& f, const Case& in) {
+  Case out;
+  out.origin = "reference " + f.name;
+  out.metadata = in.metadata;
+  for (const std::string& name : f.inputs) out.add(in.require(name));
+  const nlohmann::json params = resolve_params(f, in.params());
+  for (Tensor& t : f.run(out, params)) out.add(std::move(t));
+  return out;
+}
+
+}  // namespace lowbit

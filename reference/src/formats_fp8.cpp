@@ -1,0 +1,125 @@
+// Registry entries of the element-wise FP8 casts: fp8.<format>.<overflow policy>.
+#include <cmath>
+#include <limits>
+
+#include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using fp8::FormatId;
+using fp8::Overflow;
+
+fp8::NanEncoding nan_encoding_from(const std::string& name, FormatId f) {
+  if (name == "torch") return fp8::kTorchNan;
+  if (name == "cuda") return fp8::kCudaNan;
+  if (name == "ml_dtypes") return f == FormatId::E4M3FN ? fp8::kMlDtypesNan<fp8::E4M3FN> : fp8::kMlDtypesNan<fp8::E5M2>;
+  throw std::runtime_error("nan_encoding must be torch, cuda or ml_dtypes (got '" + name + "')");
+}
+
+std::vector<float> input_as_f32(const Tensor& t) {
+  std::vector<float> out(t.element_count());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.value_as_float(i);
+  return out;
+}
+
+template <class Format>
+std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overflow overflow) {
+  const fp8::Policy policy{overflow, nan_encoding_from(params.at("nan_encoding").get<std::string>(), Format::id)};
+  const Tensor& input = in.require("input");
+  const std::vector<float> x = input_as_f32(input);
+  std::vector<std::uint8_t> codes(x.size());
+  std::vector<float> dequant(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    codes[i] = fp8::encode_nearest_even<Format>(x[i], policy);
+    dequant[i] = fp8::decode<Format>(codes[i]);
+  }
+  const DType code_type = Format::id == FormatId::E4M3FN ? DType::F8_E4M3 : DType::F8_E5M2;
+  return {Tensor::from_bytes("codes", code_type, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
+}
+
+// binary32 ulp at magnitude m (the spacing of the binade holding m; 2^-149 below the normals).
+double ulp32(double m) {
+  int e = 0;
+  std::frexp(m, &e);
+  return std::ldexp(1.0, std::max(e - 24, -149));
+}
+
+template <class Format>
+Explanation explain_cast(const Case& expected, const Case& actual, const std::string&, std::size_t i) {
+  const Tensor* want = expected.find("codes");
+  const Tensor* got = actual.find("codes");
+  const Tensor* input = expected.find("input");
+  if (!want || !got || !input || got->bytes.size() != want->bytes.size() || i >= want->bytes.size()) return {};
+  const std::uint8_t e = want->bytes[i], a = got->bytes[i];
+  if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return {};
+  if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return {};
+  // Neighbouring codes: the decision boundary between them is the midpoint of their values.
+  const double boundary = (double(fp8::decode<Format>(e)) + double(fp8::decode<Format>(a))) / 2;
+  const double x = input->value_as_float(i);
+  if (x == boundary) return {MismatchClass::Tie, 0};
+  return {MismatchClass::NearBoundary, std::fabs(x - boundary) / ulp32(std::fabs(boundary))};
+}
+
+template <class Format>
+std::vector<float> fp8_edge_inputs(const nlohmann::json&) {
+  std::vector<float> v;
+  const float inf = std::numeric_limits<float>::infinity();
+  auto around = [&](float x) {
+    v.push_back(std::nextafter(x, -inf));
+    v.push_back(x);
+    v.push_back(std::nextafter(x, inf));
+  };
+  for (unsigned c = 0; c <= Format::max_finite; ++c) {
+    const float value = fp8::decode<Format>(static_cast<std::uint8_t>(c));
+    const float next = c < Format::max_finite ? fp8::decode<Format>(static_cast<std::uint8_t>(c + 1))
+                                              : value + (value - fp8::decode<Format>(static_cast<std::uint8_t>(c - 1)));
+    v.push_back(value);
+    around(static_cast<float>((double(value) + double(next)) / 2));  // midpoint (exact in float32 here) and its neighbours
+  }
+  const std::size_t positives = v.size();
+  for (std::size_t k = 0; k < positives; ++k) v.push_back(-v[k]);
+  for (float x : {-0.0f, std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), 1e-30f, 1e30f,
+                  std::numeric_limits<float>::max(), inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                  -std::numeric_limits<float>::quiet_NaN()})
+    v.push_back(x);
+  return v;
+}
+
+template <class Format>
+FormatSpec cast_format(Overflow overflow, std::string provenance) {
+  FormatSpec f;
+  f.name = "fp8." + std::string(Format::name) + "." + std::string(fp8::overflow_name(overflow));
+  f.description = "element-wise cast of input (F32, BF16 or F16) to " + std::string(Format::name) +
+                  ", round to nearest even, overflow policy " + std::string(fp8::overflow_name(overflow)) +
+                  "; codes and their decoded values";
+  f.provenance = std::move(provenance);
+  f.default_params = {{"nan_encoding", overflow == Overflow::SatFinite ? "cuda" : "torch"}};
+  f.inputs = {"input"};
+  f.outputs = {"codes", "dequant"};
+  f.run = [overflow](const Case& in, const nlohmann::json& p) { return run_cast<Format>(in, p, overflow); };
+  f.explain = explain_cast<Format>;
+  f.edge_inputs = fp8_edge_inputs<Format>;
+  f.dequantize = [](const Case& c) {
+    std::vector<float> out;
+    for (std::uint8_t code : c.require("codes").u8()) out.push_back(fp8::decode<Format>(code));
+    return out;
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_fp8_formats(std::vector<FormatSpec>& out) {
+  const std::string cuda = "CUDA 12/13 cuda_fp8.hpp __nv_cvt_float_to_fp8(__NV_SATFINITE), cvt.rn.satfinite; Triton casts";
+  out.push_back(cast_format<fp8::E4M3FN>(Overflow::SatFinite, cuda));
+  out.push_back(cast_format<fp8::E4M3FN>(Overflow::NaN, "torch <= 2.12 c10 Float8_e4m3fn.h fp8e4m3fn_from_fp32_value; ml_dtypes float8.h"));
+  out.push_back(cast_format<fp8::E4M3FN>(Overflow::Inf, "OCP OFP8 rev 1.0 non-saturating (E4M3FN has no Inf: NaN)"));
+  out.push_back(cast_format<fp8::E5M2>(Overflow::SatFinite, cuda));
+  out.push_back(cast_format<fp8::E5M2>(Overflow::NaN, "lowbit: E5M2 with NaN on finite overflow (no known producer; for kernels that do so)"));
+  out.push_back(cast_format<fp8::E5M2>(Overflow::Inf, "torch c10 Float8_e5m2.h fp8e5m2_from_fp32_value; ml_dtypes float8.h; OCP non-saturating"));
+}
+
+}  // namespace lowbit

@@ -1,0 +1,136 @@
+#include "lowbit/generators.hpp"
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <stdexcept>
+
+namespace lowbit {
+
+namespace {
+
+const std::map<std::string, std::set<std::string>>& known_keys() {
+  static const std::map<std::string, std::set<std::string>> keys = {
+      {"normal", {"n", "seed", "mean", "std"}},       {"uniform", {"n", "seed", "lo", "hi"}},
+      {"lognormal", {"n", "seed", "mu", "sigma"}},    {"student-t", {"n", "seed", "nu"}},
+      {"constant", {"n", "seed", "value"}},           {"outliers", {"n", "seed", "std", "scale", "block"}},
+      {"special", {"seed"}},                          {"edges", {"seed"}},
+  };
+  return keys;
+}
+
+// Uniform in [0, 1) from the top 53 bits.
+double unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Standard normal by Box-Muller (the cosine branch only: one draw per pair, simple and portable).
+double gaussian(std::mt19937_64& rng) {
+  const double u1 = 1.0 - unit(rng);  // (0, 1]
+  const double u2 = unit(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+std::vector<float> special_values() {
+  const float inf = std::numeric_limits<float>::infinity();
+  return {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::denorm_min(),
+          std::numeric_limits<float>::min(), std::nextafter(std::numeric_limits<float>::min(), 0.0f),
+          std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), inf, -inf,
+          std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), 1.0f, -1.0f, 1e-30f,
+          -1e-30f, 1e30f, -1e30f};
+}
+
+}  // namespace
+
+std::uint64_t InputSpec::seed() const { return static_cast<std::uint64_t>(number("seed", 1)); }
+std::size_t InputSpec::count() const { return static_cast<std::size_t>(number("n", 4096)); }
+
+double InputSpec::number(const std::string& key, double fallback) const {
+  const auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != it->second.size() || !std::isfinite(v))
+    throw std::invalid_argument("input spec '" + text + "': " + key + "=" + it->second + " is not a number");
+  return v;
+}
+
+InputSpec parse_input_spec(const std::string& text) {
+  InputSpec s;
+  s.text = text;
+  const auto colon = text.find(':');
+  s.kind = text.substr(0, colon);
+  const auto keys = known_keys().find(s.kind);
+  if (keys == known_keys().end()) {
+    std::string kinds;
+    for (const auto& [k, v] : known_keys()) kinds += (kinds.empty() ? "" : ", ") + k;
+    throw std::invalid_argument("input spec '" + text + "': unknown kind '" + s.kind + "' (known: " + kinds + ")");
+  }
+  if (colon != std::string::npos) {
+    std::string rest = text.substr(colon + 1);
+    std::size_t start = 0;
+    while (start <= rest.size() && !rest.empty()) {
+      const auto comma = rest.find(',', start);
+      const std::string item = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw std::invalid_argument("input spec '" + text + "': '" + item + "' is not key=value");
+      const std::string key = item.substr(0, eq);
+      if (!keys->second.count(key))
+        throw std::invalid_argument("input spec '" + text + "': kind " + s.kind + " takes no '" + key + "'");
+      s.args[key] = item.substr(eq + 1);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  const double n = s.number("n", 4096);
+  if (n < 0 || n > 1e9 || n != std::floor(n)) throw std::invalid_argument("input spec '" + text + "': n must be a whole number up to 1e9");
+  if (s.seed() != static_cast<std::uint64_t>(s.number("seed", 1)) || s.number("seed", 1) < 0)
+    throw std::invalid_argument("input spec '" + text + "': seed must be a non-negative whole number");
+  return s;
+}
+
+std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  std::mt19937_64 rng(spec.seed());
+  const std::size_t n = spec.count();
+  std::vector<float> out;
+  if (spec.kind == "edges") {
+    if (!format.edge_inputs) throw std::invalid_argument("format " + format.name + " has no edge-case generator");
+    return format.edge_inputs(params);
+  }
+  if (spec.kind == "special") return special_values();
+  out.reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    double v = 0;
+    if (spec.kind == "normal") v = spec.number("mean", 0) + spec.number("std", 1) * gaussian(rng);
+    else if (spec.kind == "uniform") {
+      const double lo = spec.number("lo", -1), hi = spec.number("hi", 1);
+      v = lo + (hi - lo) * unit(rng);
+    } else if (spec.kind == "lognormal") {
+      v = std::exp(spec.number("mu", 0) + spec.number("sigma", 2) * gaussian(rng));
+      if (rng() & 1) v = -v;
+    } else if (spec.kind == "student-t") {
+      // t = Z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals (nu rounded to a whole number)
+      const int nu = std::max(1, static_cast<int>(spec.number("nu", 3)));
+      double chi2 = 0;
+      for (int k = 0; k < nu; ++k) {
+        const double z = gaussian(rng);
+        chi2 += z * z;
+      }
+      v = gaussian(rng) / std::sqrt(chi2 / nu + 1e-300);
+    } else if (spec.kind == "constant") v = spec.number("value", 1);
+    else if (spec.kind == "outliers") {
+      const auto block = static_cast<std::size_t>(std::max(1.0, spec.number("block", 256)));
+      v = spec.number("std", 1) * gaussian(rng);
+      if (i % block == (block / 2)) v *= spec.number("scale", 1e4);
+    }
+    out.push_back(static_cast<float>(v));
+  }
+  return out;
+}
+
+}  // namespace lowbit

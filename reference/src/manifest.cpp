@@ -1,0 +1,107 @@
+#include "lowbit/manifest.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lowbit/atomic_file.hpp"
+#include "lowbit/sha256.hpp"
+
+namespace lowbit {
+
+namespace {
+
+std::string manifest_path(const std::string& dir) { return (std::filesystem::path(dir) / "MANIFEST.json").string(); }
+
+void check_relative(const std::string& path, const std::string& origin) {
+  const std::filesystem::path p(path);
+  bool escapes = p.empty() || p.is_absolute();
+  for (const auto& part : p)
+    if (part == "..") escapes = true;
+  if (escapes) throw CaseError(origin + ": entry path '" + path + "' is not a plain relative path");
+}
+
+}  // namespace
+
+Manifest read_manifest(const std::string& dir) {
+  const std::string path = manifest_path(dir);
+  Manifest m;
+  if (!std::filesystem::exists(path)) return m;
+  const auto bytes = read_file_bytes(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes.begin(), bytes.end());
+    for (const auto& f : j.at("files")) {
+      ManifestEntry e{f.at("path").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<std::uint64_t>(),
+                      f.value("format", ""), f.value("source", ""), f.value("function", ""), f.value("generator", "")};
+      check_relative(e.path, path);
+      m.files.push_back(std::move(e));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CaseError(path + ": not a valid manifest (" + e.what() + ")");
+  }
+  return m;
+}
+
+void write_manifest(const std::string& dir, const Manifest& m) {
+  std::vector<ManifestEntry> files = m.files;
+  std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  nlohmann::json j;
+  j["version"] = 1;
+  j["files"] = nlohmann::json::array();
+  for (const auto& e : files)
+    j["files"].push_back({{"path", e.path}, {"sha256", e.sha256}, {"size", e.size}, {"format", e.format},
+                          {"source", e.source}, {"function", e.function}, {"generator", e.generator}});
+  write_file_atomically(manifest_path(dir), j.dump(2) + "\n");
+}
+
+ManifestEntry describe_case_file(const std::string& dir, const std::string& relative_path) {
+  const std::string full = (std::filesystem::path(dir) / relative_path).string();
+  const auto bytes = read_file_bytes(full);
+  const Case c = parse_case(bytes, full);
+  return {relative_path, sha256_hex(bytes), bytes.size(), c.format(), c.meta("source"), c.meta("function"),
+          c.meta("generator")};
+}
+
+void upsert(Manifest& m, ManifestEntry e) {
+  for (auto& f : m.files)
+    if (f.path == e.path) {
+      f = std::move(e);
+      return;
+    }
+  m.files.push_back(std::move(e));
+}
+
+Case read_verified_case(const std::string& dir, const ManifestEntry& entry) {
+  check_relative(entry.path, manifest_path(dir));
+  const std::string full = (std::filesystem::path(dir) / entry.path).string();
+  const auto bytes = read_file_bytes(full);
+  if (bytes.size() != entry.size)
+    throw CaseError(full + ": size " + std::to_string(bytes.size()) + " disagrees with the manifest (" +
+                    std::to_string(entry.size) + "); refusing it");
+  const std::string digest = sha256_hex(bytes);
+  if (digest != entry.sha256)
+    throw CaseError(full + ": sha256 " + digest + " disagrees with the manifest (" + entry.sha256 + "); refusing it");
+  return parse_case(bytes, full);
+}
+
+Case read_case_guarded(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path file = fs::weakly_canonical(fs::absolute(path));
+  for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+    if (fs::exists(dir / "MANIFEST.json")) {
+      const Manifest m = read_manifest(dir.string());
+      const std::string relative = file.lexically_relative(dir).generic_string();
+      for (const ManifestEntry& e : m.files)
+        if (e.path == relative) {
+          Case c = read_verified_case(dir.string(), e);
+          c.origin = path;
+          return c;
+        }
+    }
+    if (dir == dir.root_path()) break;
+  }
+  return read_case(path);
+}
+
+}  // namespace lowbit

@@ -1,0 +1,80 @@
+// lowbit compare EXPECTED ACTUAL: bitwise comparison of two case files under a tolerance policy.
+#include <fmt/core.h>
+
+#include "command.hpp"
+#include "lowbit/compare.hpp"
+#include "lowbit/manifest.hpp"
+#include "report_output.hpp"
+#include "subcommand.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct CompareOptions {
+  std::string expected, actual, policy;
+  std::size_t max_listed = 20;
+  ReportOutput output;
+};
+
+// The policy named on the command line, else the format's documented default, else bit-exact.
+TolerancePolicy policy_for(const std::string& requested, const Case& expected) {
+  std::string name = requested;
+  if (name.empty()) {
+    const FormatSpec* spec = find_format(expected.format());
+    name = spec ? spec->default_tolerance : "bit-exact";
+  }
+  try {
+    return load_tolerance_policy(name);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void print_summary(const ComparisonReport& r) {
+  fmt::print("{}: {} vs {}, format {}, policy {}\n", r.conformant ? "conformant" : "NOT conformant", r.expected_origin,
+             r.actual_origin, r.format.empty() ? "(none)" : r.format, r.policy.name);
+  for (const TensorComparison& t : r.tensors) {
+    if (!t.fault.empty()) {
+      fmt::print("  {}: {}\n", t.name, t.fault);
+      continue;
+    }
+    fmt::print("  {}: {} elements, {} mismatches ({} allowed)\n", t.name, t.elements, t.mismatches, t.allowed);
+    for (const MismatchRecord& m : t.first_mismatches)
+      fmt::print("    [{}] block {}: expected 0x{:x} ({:.9g}) actual 0x{:x} ({:.9g}), {}{}\n", m.index, m.block,
+                 m.expected_bits, m.expected_value, m.actual_bits, m.actual_value, mismatch_class_name(m.why.cls),
+                 m.allowed ? " (allowed)" : "");
+  }
+}
+
+int run_compare(CompareOptions o) {
+  o.output.prepare();
+  const Case expected = read_case_guarded(o.expected);
+  const Case actual = read_case_guarded(o.actual);
+  const TolerancePolicy policy = policy_for(o.policy, expected);
+  const ComparisonReport r = compare_cases(expected, actual, policy, o.max_listed);
+  print_summary(r);
+  o.output.write(report_json(r).dump(2) + "\n", report_markdown(r));
+  return r.conformant ? kConformant : kNotConformant;
+}
+
+}  // namespace
+
+Subcommand add_compare_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand(
+      "compare",
+      "Compare an actual case file with an expected one, bit for bit, tensor by tensor. Each mismatch gets its\n"
+      "code distance, ulp distance and class (tie, near-boundary, scale-propagated, genuine); the tolerance\n"
+      "policy decides which classes conform. Exit 0 conformant, 1 not, 2 unreadable input.");
+  auto o = std::make_shared<CompareOptions>();
+  cmd->add_option("EXPECTED", o->expected, "Expected case (safetensors), e.g. a golden file")->required();
+  cmd->add_option("ACTUAL", o->actual, "Actual case (safetensors), e.g. a kernel's dumped outputs")->required();
+  cmd->add_option("--policy", o->policy,
+                  "Tolerance policy: bit-exact, a name from policies/ (e.g. bnb-cuda), or a JSON file;\n"
+                  "default: the format's own default (bit-exact for every reference format)");
+  cmd->add_option("--max-listed", o->max_listed, "Mismatches listed per tensor")->capture_default_str();
+  o->output.add_options(*cmd);
+  return {cmd, [o] { return run_compare(*o); }};
+}
+
+}  // namespace lowbit::cli

@@ -1,0 +1,92 @@
+// lowbit conform: the reference on every golden case's inputs, compared with the case's outputs.
+#include <fmt/core.h>
+#include <fnmatch.h>
+
+#include <map>
+
+#include "command.hpp"
+#include "lowbit/compare.hpp"
+#include "lowbit/manifest.hpp"
+#include "report_output.hpp"
+#include "subcommand.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct ConformOptions {
+  std::string golden = LOWBIT_GOLDEN_DIR;
+  std::string format_glob = "*";
+  ReportOutput output;
+};
+
+struct FormatTally {
+  std::uint64_t cases = 0, conformant = 0, elements = 0, mismatches = 0;
+};
+
+int run_conform(ConformOptions o) {
+  o.output.prepare();
+  const Manifest manifest = read_manifest(o.golden);
+  std::vector<const ManifestEntry*> selected;
+  for (const ManifestEntry& e : manifest.files)
+    if (fnmatch(o.format_glob.c_str(), e.format.c_str(), 0) == 0) selected.push_back(&e);
+  if (selected.empty()) {
+    fmt::print("no golden cases in {} match format '{}' ({} listed in its MANIFEST.json): nothing to check\n",
+               o.golden, o.format_glob, manifest.files.size());
+    return kConformant;
+  }
+
+  nlohmann::json cases = nlohmann::json::array();
+  std::string details;
+  std::map<std::string, FormatTally> by_format;
+  bool all_conformant = true;
+  for (const ManifestEntry* e : selected) {
+    const Case expected = read_verified_case(o.golden, *e);
+    const FormatSpec* spec = find_format(expected.format());
+    if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
+    const Case actual = run_reference(*spec, expected);
+    const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy("bit-exact"));
+    FormatTally& t = by_format[spec->name];
+    ++t.cases;
+    t.conformant += r.conformant;
+    for (const TensorComparison& tc : r.tensors) {
+      t.elements += tc.elements;
+      t.mismatches += tc.mismatches;
+    }
+    all_conformant = all_conformant && r.conformant;
+    cases.push_back(report_json(r));
+    if (!r.conformant) details += "\n" + report_markdown(r);
+  }
+
+  std::string md = fmt::format("# Conformance of the reference to the golden cases: {}\n\n"
+                               "Golden folder `{}`, format filter `{}`, policy bit-exact.\n\n"
+                               "| format | cases | conformant | elements compared | mismatches |\n|---|---:|---:|---:|---:|\n",
+                               all_conformant ? "conformant" : "NOT conformant", o.golden, o.format_glob);
+  nlohmann::json summary = nlohmann::json::object();
+  for (const auto& [name, t] : by_format) {
+    fmt::print("{}: {} cases, {} conformant, {} elements compared, {} mismatches\n", name, t.cases, t.conformant,
+               t.elements, t.mismatches);
+    md += fmt::format("| {} | {} | {} | {} | {} |\n", name, t.cases, t.conformant, t.elements, t.mismatches);
+    summary[name] = {{"cases", t.cases}, {"conformant", t.conformant}, {"elements", t.elements}, {"mismatches", t.mismatches}};
+  }
+  nlohmann::json j = {{"golden", o.golden}, {"format_glob", o.format_glob}, {"conformant", all_conformant},
+                      {"by_format", summary}, {"cases", cases}};
+  o.output.write(j.dump(2) + "\n", md + details);
+  return all_conformant ? kConformant : kNotConformant;
+}
+
+}  // namespace
+
+Subcommand add_conform_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand(
+      "conform",
+      "Run the reference on the inputs of every golden case (hash-checked against MANIFEST.json) and compare\n"
+      "its outputs with the case's, bit for bit. Prints a summary per format; exit 0 only if all conform.");
+  auto o = std::make_shared<ConformOptions>();
+  cmd->add_option("--golden", o->golden, "Folder holding MANIFEST.json and the case files")->capture_default_str();
+  cmd->add_option("--format", o->format_glob, "Only formats matching this glob, e.g. 'torchao.*'")->capture_default_str();
+  o->output.add_options(*cmd);
+  return {cmd, [o] { return run_conform(*o); }};
+}
+
+}  // namespace lowbit::cli

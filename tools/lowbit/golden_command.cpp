@@ -1,0 +1,149 @@
+// lowbit golden generate | check: make case files with the reference for any registered format
+// (how a maintainer makes golden files for their own tests), and verify a golden folder.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "command.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/generators.hpp"
+#include "lowbit/manifest.hpp"
+#include "lowbit/sha256.hpp"
+#include "subcommand.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct GenerateOptions {
+  std::string format;
+  std::vector<std::string> params;  // K=V, V parsed as JSON when it parses, else taken as a string
+  std::vector<std::string> inputs;
+  std::string out;
+};
+
+nlohmann::json parse_params(const std::vector<std::string>& items) {
+  nlohmann::json p = nlohmann::json::object();
+  for (const std::string& item : items) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0) throw UsageError("--param '" + item + "' is not KEY=VALUE");
+    const std::string value = item.substr(eq + 1);
+    nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
+    p[item.substr(0, eq)] = v.is_discarded() ? nlohmann::json(value) : v;
+  }
+  return p;
+}
+
+// "normal:n=4096,seed=3" -> "normal.n4096.seed3": readable and stable.
+std::string case_file_name(const InputSpec& spec) {
+  std::string name = spec.kind;
+  for (const auto& [k, v] : spec.args) name += "." + k + v;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return name + ".safetensors";
+}
+
+int run_generate(const GenerateOptions& o) {
+  const FormatSpec* spec = find_format(o.format);
+  if (!spec) {
+    std::string names;
+    for (const FormatSpec& f : registered_formats()) names += " " + f.name;
+    throw UsageError("unknown format '" + o.format + "'; registered:" + names);
+  }
+  nlohmann::json params;
+  try {
+    params = resolve_params(*spec, parse_params(o.params));
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+  std::vector<InputSpec> specs;
+  for (const std::string& text : o.inputs) {
+    try {
+      specs.push_back(parse_input_spec(text));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(o.out) / spec->name, ec);
+  if (ec) throw UsageError("cannot create '" + o.out + "/" + spec->name + "': " + ec.message());
+
+  Manifest manifest = read_manifest(o.out);
+  for (const InputSpec& s : specs) {
+    const std::vector<float> values = generate_inputs(s, *spec, params);
+    Case in;
+    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
+    in.metadata = {{"format", spec->name},
+                   {"params", params.dump()},
+                   {"source", std::string("lowbit ") + version()},
+                   {"function", spec->provenance},
+                   {"seed", std::to_string(s.seed())},
+                   {"input", s.text},
+                   {"generator", std::string("lowbit golden generate ") + version()}};
+    const Case c = run_reference(*spec, in);
+    const std::string relative = spec->name + "/" + case_file_name(s);
+    write_case((std::filesystem::path(o.out) / relative).string(), c);
+    upsert(manifest, describe_case_file(o.out, relative));
+    fmt::print("wrote {}/{} ({} elements)\n", o.out, relative, values.size());
+  }
+  write_manifest(o.out, manifest);
+  fmt::print("manifest {}/MANIFEST.json lists {} files\n", o.out, manifest.files.size());
+  return kConformant;
+}
+
+int run_check(const std::string& dir) {
+  if (!std::filesystem::is_directory(dir)) throw UsageError("'" + dir + "' is not a folder");
+  const Manifest m = read_manifest(dir);
+  int bad = 0;
+  for (const ManifestEntry& e : m.files) {
+    try {
+      read_verified_case(dir, e);
+      fmt::print("ok       {}\n", e.path);
+    } catch (const CaseError& err) {
+      fmt::print("REFUSED  {}\n", err.what());
+      ++bad;
+    }
+  }
+  // Files present but not listed: not an error, but a maintainer should know.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (entry.path().extension() != ".safetensors") continue;
+    const std::string relative = std::filesystem::relative(entry.path(), dir).generic_string();
+    bool listed = false;
+    for (const ManifestEntry& e : m.files) listed = listed || e.path == relative;
+    if (!listed) fmt::print("unlisted {} (not in MANIFEST.json; not checked)\n", relative);
+  }
+  fmt::print("{} files listed, {} verified, {} refused\n", m.files.size(), m.files.size() - bad, bad);
+  return bad ? kBadInput : kConformant;
+}
+
+}  // namespace
+
+Subcommand add_golden_command(CLI::App& parent) {
+  CLI::App* golden = parent.add_subcommand("golden", "Make and verify golden case files");
+  golden->require_subcommand(1);
+
+  CLI::App* gen = golden->add_subcommand(
+      "generate",
+      "Write case files produced by the reference for a registered format, one per --input, into\n"
+      "OUT/<format>/, and add them to OUT/MANIFEST.json (sha256, size, provenance).");
+  auto g = std::make_shared<GenerateOptions>();
+  gen->add_option("--format", g->format, "Registered format name, e.g. fp8.e4m3fn.satfinite")->required();
+  gen->add_option("--param", g->params, "Format parameter KEY=VALUE (repeatable), e.g. nan_encoding=ml_dtypes");
+  gen->add_option("--input", g->inputs,
+                  "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
+                  "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges;\n"
+                  "all take n (default 4096) and seed (default 1)")
+      ->required();
+  gen->add_option("--out", g->out, "Output folder")->required();
+
+  CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
+  auto dir = std::make_shared<std::string>(LOWBIT_GOLDEN_DIR);
+  check->add_option("--golden", *dir, "Folder holding MANIFEST.json")->capture_default_str();
+
+  return {golden, [g, dir, gen, check]() -> int {
+            if (gen->parsed()) return run_generate(*g);
+            return run_check(*dir);
+          }};
+}
+
+}  // namespace lowbit::cli
