@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  cmake ninja-build g++ clang
+  cmake ninja-build g++ clang libclang-rt-14-dev python3-venv
   libeigen3-dev libboost-dev doctest-dev libxtensor-dev xtl-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libomp-dev libssl-dev
 )
