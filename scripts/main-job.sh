@@ -13,4 +13,5 @@ lowbit=build/release/tools/lowbit/lowbit
 "$lowbit" sweep fp8 --format e4m3fn e5m2 --policy satfinite nan inf --from bf16 --report reports/sweep-fp8-bf16.json
 "$lowbit" sweep fp8 --format e4m3fn e5m2 --policy satfinite nan inf --from f16 --report reports/sweep-fp8-f16.json
 "$lowbit" sweep fp8 --format e4m3fn e5m2 --policy satfinite nan inf --from f32 --report reports/sweep-fp8-f32.json
-echo "main job: all conformant; reports in reports/ (sweep-fp8-*.json and .md)"
+"$lowbit" conform --report reports/conform.json
+echo "main job: all conformant; reports in reports/ (sweep-fp8-*, conform; JSON and Markdown)"

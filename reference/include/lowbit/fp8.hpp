@@ -62,7 +62,7 @@ std::optional<FormatId> parse_format(std::string_view name);  // "e4m3fn" | "e5m
 // What a finite value whose rounded magnitude exceeds the largest finite code becomes.
 enum class Overflow {
   SatFinite,  // +-max finite, and +-Inf inputs too (CUDA __NV_SATFINITE, cvt.rn.satfinite, Triton)
-  NaN,        // NaN (PyTorch eager e4m3fn before torch 2.12; OCP non-saturating E4M3)
+  NaN,        // NaN (PyTorch e4m3fn up to torch 2.12; OCP non-saturating E4M3)
   Inf,        // +-Inf where the format has one, else NaN (OCP non-saturating; torch and ml_dtypes E5M2)
 };
 
@@ -85,8 +85,12 @@ struct Policy {
 
 // The implementations this suite knows, by name (docs/formats/fp8.md has the table).
 template <class Format>
-constexpr Policy torch_eager_legacy() {  // torch < 2.12 eager and Inductor CPU, c10 Float8_*.h
+constexpr Policy torch_eager_legacy() {  // torch <= 2.12 (read in the 2.12.0 wheel's Float8_*.h)
   return {Format::has_inf ? Overflow::Inf : Overflow::NaN, kTorchNan};
+}
+template <class Format>
+constexpr Policy torch_eager() {  // torch >= 2.13 (PR #178817; read in the 2.13.0 and 2.15.0 wheels)
+  return {Format::has_inf ? Overflow::Inf : Overflow::SatFinite, kTorchNan};
 }
 constexpr Policy cuda_satfinite() { return {Overflow::SatFinite, kCudaNan}; }  // also Triton
 template <class Format>
@@ -184,7 +188,7 @@ constexpr std::uint8_t encode_with(float x, const Policy& p, RoundsUp rounds_up)
 
 }  // namespace detail
 
-// Reference: OCP OFP8 rev 1.0 RNE; bit-identical to c10 Float8_e4m3fn.h/Float8_e5m2.h (torch < 2.12),
+// Reference: OCP OFP8 rev 1.0 RNE; bit-identical to c10 Float8_e4m3fn.h/Float8_e5m2.h (torch 2.x),
 // cuda_fp8.hpp __nv_cvt_float_to_fp8 and ml_dtypes float8.h under the matching Policy.
 template <class Format>
 constexpr std::uint8_t encode_nearest_even(float x, const Policy& p) {
