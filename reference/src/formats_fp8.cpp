@@ -13,9 +13,7 @@ using fp8::FormatId;
 using fp8::Overflow;
 
 fp8::NanEncoding nan_encoding_from(const std::string& name, FormatId f) {
-  if (name == "torch") return fp8::kTorchNan;
-  if (name == "cuda") return fp8::kCudaNan;
-  if (name == "ml_dtypes") return f == FormatId::E4M3FN ? fp8::kMlDtypesNan<fp8::E4M3FN> : fp8::kMlDtypesNan<fp8::E5M2>;
+  if (const auto e = fp8::parse_nan_encoding(name, f)) return *e;
   throw std::runtime_error("nan_encoding must be torch, cuda or ml_dtypes (got '" + name + "')");
 }
 
@@ -96,7 +94,7 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
                   ", round to nearest even, overflow policy " + std::string(fp8::overflow_name(overflow)) +
                   "; codes and their decoded values";
   f.provenance = std::move(provenance);
-  f.default_params = {{"nan_encoding", overflow == Overflow::SatFinite ? "cuda" : "torch"}};
+  f.default_params = {{"nan_encoding", fp8::default_nan_encoding(overflow)}};
   f.inputs = {"input"};
   f.outputs = {"codes", "dequant"};
   f.run = [overflow](const Case& in, const nlohmann::json& p) { return run_cast<Format>(in, p, overflow); };

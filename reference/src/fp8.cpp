@@ -15,6 +15,15 @@ std::optional<FormatId> parse_format(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<NanEncoding> parse_nan_encoding(std::string_view name, FormatId format) {
+  if (name == "torch") return kTorchNan;
+  if (name == "cuda") return kCudaNan;
+  if (name == "ml_dtypes") return format == FormatId::E4M3FN ? kMlDtypesNan<E4M3FN> : kMlDtypesNan<E5M2>;
+  return std::nullopt;
+}
+
+std::string_view default_nan_encoding(Overflow o) { return o == Overflow::SatFinite ? "cuda" : "torch"; }
+
 std::string_view overflow_name(Overflow o) {
   switch (o) {
     case Overflow::SatFinite: return "satfinite";

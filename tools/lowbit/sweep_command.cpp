@@ -26,16 +26,6 @@ struct SweepOptions {
   bool quiet = false;
 };
 
-// Which NaN encoding goes with an overflow policy when none is named: SATFINITE is CUDA's
-// (sign dropped), the non-saturating policies are torch's (sign kept).
-std::string default_nan_encoding(fp8::Overflow o) { return o == fp8::Overflow::SatFinite ? "cuda" : "torch"; }
-
-fp8::NanEncoding nan_encoding_named(const std::string& name, fp8::FormatId f) {
-  if (name == "torch") return fp8::kTorchNan;
-  if (name == "cuda") return fp8::kCudaNan;
-  return f == fp8::FormatId::E4M3FN ? fp8::kMlDtypesNan<fp8::E4M3FN> : fp8::kMlDtypesNan<fp8::E5M2>;
-}
-
 int run_sweep_fp8(const SweepOptions& o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   ReportOutput output = o.output;
@@ -48,8 +38,9 @@ int run_sweep_fp8(const SweepOptions& o) {
       fp8::SweepConfig& c = run.config;
       c.format = *fp8::parse_format(format_name);
       c.policy.overflow = *fp8::parse_overflow(policy_name);
-      run.nan_encoding_name = o.nan_encoding.empty() ? default_nan_encoding(c.policy.overflow) : o.nan_encoding;
-      c.policy.nan = nan_encoding_named(run.nan_encoding_name, c.format);
+      run.nan_encoding_name =
+          o.nan_encoding.empty() ? std::string(fp8::default_nan_encoding(c.policy.overflow)) : o.nan_encoding;
+      c.policy.nan = *fp8::parse_nan_encoding(run.nan_encoding_name, c.format);
       c.source = *fp8::parse_source(o.source);
       c.rounding = *fp8::parse_rounding(o.rounding);
       c.seed = o.seed;

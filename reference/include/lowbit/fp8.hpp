@@ -98,6 +98,11 @@ constexpr Policy cuda_nosat() { return {Format::has_inf ? Overflow::Inf : Overfl
 template <class Format>
 constexpr Policy ml_dtypes() { return {Format::has_inf ? Overflow::Inf : Overflow::NaN, kMlDtypesNan<Format>}; }
 
+// NaN encodings by implementation name: "torch", "cuda", "ml_dtypes" (the last depends on the format).
+std::optional<NanEncoding> parse_nan_encoding(std::string_view name, FormatId format);
+// The NaN encoding that usually goes with an overflow policy: CUDA's with satfinite, torch's otherwise.
+std::string_view default_nan_encoding(Overflow o);
+
 std::string_view overflow_name(Overflow o);
 std::optional<Overflow> parse_overflow(std::string_view name);  // "satfinite" | "nan" | "inf"
 
