@@ -16,8 +16,8 @@ constexpr std::size_t kDefaultBlock = 256;  // report granularity when a case na
 
 std::size_t block_size_of(const nlohmann::json& params) {
   for (const char* key : {"block_size", "group_size"})
-    if (params.contains(key) && params[key].is_number_unsigned() && params[key].get<std::uint64_t>() > 0)
-      return params[key].get<std::size_t>();
+    if (params.contains(key) && params[key].is_number_integer() && params[key].get<std::int64_t>() > 0)
+      return static_cast<std::size_t>(params[key].get<std::int64_t>());
   return kDefaultBlock;
 }
 

@@ -18,6 +18,7 @@ const std::vector<FormatSpec>& registered_formats() {
   static const std::vector<FormatSpec> formats = [] {
     std::vector<FormatSpec> f;
     register_fp8_formats(f);
+    register_codebook_formats(f);
     return f;
   }();
   return formats;

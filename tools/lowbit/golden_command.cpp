@@ -2,6 +2,7 @@
 // (how a maintainer makes golden files for their own tests), and verify a golden folder.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "command.hpp"
@@ -34,13 +35,24 @@ nlohmann::json parse_params(const std::vector<std::string>& items) {
   return p;
 }
 
+std::string sanitized(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return name;
+}
+
 // "normal:n=4096,seed=3" -> "normal.n4096.seed3": readable and stable.
 std::string case_file_name(const InputSpec& spec) {
   std::string name = spec.kind;
   for (const auto& [k, v] : spec.args) name += "." + k + v;
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return name + ".safetensors";
+  return sanitized(name) + ".safetensors";
+}
+
+// A case without generated inputs (a table) is named after its parameters: "map-signed8.linspace-fma".
+std::string params_file_name(const nlohmann::json& params) {
+  std::string name;
+  for (const auto& [k, v] : params.items()) name += (name.empty() ? "" : ".") + k + "-" + (v.is_string() ? v.get<std::string>() : v.dump());
+  return sanitized(name.empty() ? "case" : name) + ".safetensors";
 }
 
 int run_generate(const GenerateOptions& o) {
@@ -64,27 +76,36 @@ int run_generate(const GenerateOptions& o) {
       throw UsageError(e.what());
     }
   }
+  const bool takes_input = std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
+  if (takes_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
+  if (!takes_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(o.out) / spec->name, ec);
   if (ec) throw UsageError("cannot create '" + o.out + "/" + spec->name + "': " + ec.message());
 
   Manifest manifest = read_manifest(o.out);
-  for (const InputSpec& s : specs) {
-    const std::vector<float> values = generate_inputs(s, *spec, params);
-    Case in;
-    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
+  auto write_one = [&](Case in, const std::string& file_name, const std::string& input_text, std::uint64_t seed) {
+    if (spec->auxiliary_inputs)
+      for (Tensor& t : spec->auxiliary_inputs(params)) in.add(std::move(t));
     in.metadata = {{"format", spec->name},
                    {"params", params.dump()},
                    {"source", std::string("lowbit ") + version()},
                    {"function", spec->provenance},
-                   {"seed", std::to_string(s.seed())},
-                   {"input", s.text},
+                   {"seed", std::to_string(seed)},
+                   {"input", input_text},
                    {"generator", std::string("lowbit golden generate ") + version()}};
     const Case c = run_reference(*spec, in);
-    const std::string relative = spec->name + "/" + case_file_name(s);
+    const std::string relative = spec->name + "/" + file_name;
     write_case((std::filesystem::path(o.out) / relative).string(), c);
     upsert(manifest, describe_case_file(o.out, relative));
-    fmt::print("wrote {}/{} ({} elements)\n", o.out, relative, values.size());
+    fmt::print("wrote {}/{}\n", o.out, relative);
+  };
+  if (!takes_input) write_one(Case{}, params_file_name(params), "none", 0);
+  for (const InputSpec& s : specs) {
+    const std::vector<float> values = generate_inputs(s, *spec, params);
+    Case in;
+    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
+    write_one(std::move(in), case_file_name(s), s.text, s.seed());
   }
   write_manifest(o.out, manifest);
   fmt::print("manifest {}/MANIFEST.json lists {} files\n", o.out, manifest.files.size());
@@ -132,8 +153,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges;\n"
-                  "all take n (default 4096) and seed (default 1)")
-      ->required();
+                  "all take n (default 4096) and seed (default 1). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder")->required();
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");

@@ -37,6 +37,8 @@ struct FormatSpec {
   std::function<Explanation(const Case& expected, const Case& actual, const std::string& tensor, std::size_t i)> explain;
   // The dequantized values of the case's quantized state (for inspect's layout-free signature).
   std::function<std::vector<float>(const Case& c)> dequantize;
+  // Input tensors other than "input" that golden generate supplies (e.g. the default qmap).
+  std::function<std::vector<Tensor>(const nlohmann::json& params)> auxiliary_inputs;
   // Inputs aimed at the format's boundaries (TestFloat style) for golden generate.
   std::function<std::vector<float>(const nlohmann::json& params)> edge_inputs;
 };
@@ -52,5 +54,6 @@ Case run_reference(const FormatSpec& f, const Case& in);
 
 // Registration hooks, one per family (defined beside each family's reference code).
 void register_fp8_formats(std::vector<FormatSpec>& out);
+void register_codebook_formats(std::vector<FormatSpec>& out);
 
 }  // namespace lowbit

@@ -1,0 +1,183 @@
+// Codebooks and searches. Expected values come from ../shared/spec/codebook_and_fp8.md: the SHA-256
+// of the Appendix A tables (an exact simulation matched against a public dump of bitsandbytes'
+// create_dynamic_map) and the worked inputs of T2-T4, T8-T10 (the spec's exhaustive simulation).
+// The golden files of torchao and bitsandbytes pin the same tables again (test_golden.cpp).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <limits>
+
+#include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/sha256.hpp"
+
+using namespace lowbit;
+using namespace lowbit::codebook;
+
+namespace {
+
+std::string table_sha(const std::vector<float>& t) {
+  return sha256_hex({reinterpret_cast<const std::uint8_t*>(t.data()), t.size() * sizeof(float)});
+}
+
+float f(std::uint32_t bits) { return float_from_bits(bits); }
+
+int count_differences(const std::vector<float>& a, const std::vector<float>& b) {
+  int n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += bits_of(a[i]) != bits_of(b[i]);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("dynamic maps equal the spec's Appendix A tables bit for bit (T1)") {
+  CHECK(table_sha(signed8()) == "e732639a65f497b4ad684bb166a4467708255edd5207757de8b8f0c7e1fda89c");
+  CHECK(table_sha(signed8(Linspace::NoFma)) == "dad4c269c3243d1705f6b979dccb61efb8d1074812ecf8d79255a82f60671763");
+  CHECK(table_sha(unsigned8()) == "305f002cc11278fb769d13b25b9fd0c7c83c8402c40a878fe086f4039fde6398");
+  CHECK(table_sha(unsigned8(Linspace::NoFma)) == "9dad1cb84fb692421efa76393be9c2dcde7227c69ecd6cd4f10bd483bd505b1d");
+  CHECK(table_sha(torchao_signed4()) == "721d11e3711326d4ab3439ccf09b717be5c5fac8a780691f145d2fb797c16400");
+  CHECK(table_sha(torchao_unsigned4()) == "0aeb670b8c9b6b0f9ea49ba61cdd207098035a60f95d742a4cf48bbde867f889");
+  // the FMA and non-FMA builds of torch differ in 42 (signed) and 31 (unsigned) entries, 4-bit in none
+  CHECK(count_differences(signed8(), signed8(Linspace::NoFma)) == 42);
+  CHECK(count_differences(unsigned8(), unsigned8(Linspace::NoFma)) == 31);
+  CHECK(count_differences(torchao_signed4(), torchao_signed4(Linspace::NoFma)) == 0);
+}
+
+TEST_CASE("spot entries (T2) and bitsandbytes' zero padding of the 4-bit map") {
+  const auto s8 = signed8(), u8 = unsigned8(), s4 = torchao_signed4();
+  CHECK(bits_of(s8[0]) == 0xBF7E3333);
+  CHECK(bits_of(s8[126]) == 0xB513A3B7);
+  CHECK(bits_of(s8[127]) == 0);
+  CHECK(bits_of(s8[128]) == 0x3513A3B7);
+  CHECK(bits_of(s8[254]) == 0x3F7E3333);
+  CHECK(s8[255] == 1.0f);
+  CHECK(bits_of(u8[1]) == 0x34AE7BAA);
+  CHECK(bits_of(s4[0]) == 0xBF633333);
+  CHECK(bits_of(s4[6]) == 0xBBB43958);
+  CHECK(bits_of(s4[8]) == 0x3BB43958);
+  const auto bnb4 = dynamic_map(true, 3, 4, Linspace::Fma, true);
+  CHECK(bnb4.size() == 256);
+  CHECK(std::count(bnb4.begin(), bnb4.end(), 0.0f) == 241);  // 240 padding zeros plus the map's own
+}
+
+TEST_CASE("ties and midpoints: torchao rounds up, bnb CUDA to even, bnb default and old CPU down (T3, T4)") {
+  const auto s8 = signed8(), u8 = unsigned8();
+  const BnbCpuLut lut8(s8);
+  struct Row { std::span<const float> q; std::uint32_t y; int torchao, cuda, deflt, exact; };
+  const Row rows[] = {
+      {s8, 0xB493A3B7, 127, 126, 126, -1},  // exact tie between 126 and 127
+      {s8, 0x3866AFCD, 133, 132, 132, -1},  // exact tie between 132 and 133
+      {u8, 0x342E7BAA, 1, 0, 0, -1},        // exact tie between 0 and 1
+      {s8, 0x395ED28A, 135, 136, 135, 135},
+      {s8, 0x35FF0381, 129, 128, 128, 128},  // torchao's rounding of r and h moves it off the nearest
+      {s8, 0xB5FF0382, 126, 126, 125, 125},
+      {s8, 0x00000000, 127, 127, 127, 127},
+      {s8, 0x80000000, 127, 127, 127, 127},
+      {s8, 0xBF800000, 0, 0, 0, 0},
+      {s8, 0x3F800000, 255, 255, 255, 255},
+      {u8, 0x3513A3B6, 1, 2, 1, 1},
+      {u8, 0x3F7F8000, 254, 254, 254, 254},
+  };
+  for (const Row& r : rows) {
+    CAPTURE(r.y);
+    CHECK(torchao_search(f(r.y), r.q) == r.torchao);
+    CHECK(bnb_cuda_search(f(r.y), r.q) == r.cuda);
+    CHECK(bnb_default_search(f(r.y), r.q) == r.deflt);
+    if (r.exact >= 0) {
+      CHECK(exact_nearest(f(r.y), r.q, Ties::Lower) == r.exact);
+    } else {  // a tie: the two rules pick the two neighbours
+      CHECK(exact_nearest(f(r.y), r.q, Ties::Upper) == r.torchao);
+      CHECK(exact_nearest(f(r.y), r.q, Ties::Lower) == r.deflt);
+    }
+  }
+  // bitsandbytes' CPU lookup table: spec 2.5 worked inputs (column "bnb CPU LUT")
+  CHECK(lut8(f(0xB493A3B7)) == 123);
+  CHECK(lut8(f(0x3866AFCD)) == 132);
+  CHECK(lut8(f(0x35FF0381)) == 131);
+  CHECK(lut8(0.0f) == 131);  // an exact zero never gets the zero code (T10)
+  CHECK(BnbCpuLut(u8)(0.0f) == 7);
+  CHECK(lut8(std::numeric_limits<float>::quiet_NaN()) == 0);
+  CHECK(torchao_search(std::numeric_limits<float>::quiet_NaN(), s8) == 0);
+}
+
+TEST_CASE("bnb CPU lookup table: the 7 signed and 10 unsigned codes it can never produce") {
+  for (const auto& [q, unreachable] : {std::pair{signed8(), 7}, std::pair{unsigned8(), 10}}) {
+    const BnbCpuLut lut(q);
+    std::vector<bool> seen(256);
+    for (int t = 0; t < 65536; ++t) seen[lut(-1.0f + (2.0f * float(t)) / 65535.0f)] = true;
+    CHECK(std::count(seen.begin(), seen.end(), false) == unreachable);
+  }
+}
+
+TEST_CASE("the old bnb CPU search sends ties down") {
+  const auto s8 = signed8();
+  CHECK(bnb_cpu_exact_search(f(0xB493A3B7), s8) == 126);
+  CHECK(bnb_cpu_exact_search(f(0x3866AFCD), s8) == 132);
+  CHECK(bnb_cpu_exact_search(2.0f, s8) == 255);  // clamped
+}
+
+TEST_CASE("torchao blocks: scale floor, zero block, NaN and Inf blocks (T7, T9, T14, T15)") {
+  const auto s8 = signed8();
+  std::vector<float> x(512, 0.0f);
+  x[256] = -3.0f;
+  x[257] = 1.5f;
+  const auto q = blockwise::torchao_quantize(x, s8, 256);
+  CHECK(bits_of(q.scale[0]) == 0x2B8CBCCC);  // f32(1e-12): the clip, not 0
+  CHECK(q.codes[0] == 127);
+  CHECK(q.scale[1] == 3.0f);
+  CHECK(q.codes[256] == 0);    // the absmax element, negative: -1 -> code 0
+  CHECK(q.codes[258] == 127);  // a zero inside a non-zero block
+  x[300] = std::numeric_limits<float>::quiet_NaN();
+  const auto with_nan = blockwise::torchao_quantize(x, s8, 256);
+  CHECK(std::isnan(with_nan.scale[1]));
+  CHECK(std::all_of(with_nan.codes.begin() + 256, with_nan.codes.end(), [](std::uint8_t c) { return c == 0; }));
+  std::vector<float> inf_block(256, 1.0f);
+  inf_block[5] = std::numeric_limits<float>::infinity();
+  const auto with_inf = blockwise::torchao_quantize(inf_block, s8, 256);
+  CHECK(std::isinf(with_inf.scale[0]));
+  CHECK(with_inf.codes[0] == 127);
+  CHECK(with_inf.codes[5] == 0);
+  CHECK_THROWS_AS(blockwise::torchao_quantize(std::vector<float>(300), s8, 256), std::invalid_argument);
+}
+
+TEST_CASE("torchao FP8 state: scale by true division, the absmax element at 448 (T20, T21)") {
+  std::vector<float> x(256, 0.25f);
+  x[7] = f(0x3F800004);
+  x[8] = -0.0f;
+  const auto q = blockwise::torchao_fp8_quantize(x, 256, fp8::torch_eager<fp8::E4M3FN>());
+  CHECK(bits_of(q.scale[0]) == 0x3B124929);  // the reciprocal form would give 0x3B12492A
+  CHECK(q.codes[7] == 0x7E);
+  CHECK(q.codes[8] == 0x80);
+}
+
+TEST_CASE("4-bit nibble packing puts the first element high (T8)") {
+  const std::vector<std::uint8_t> codes = {0x1, 0x2, 0xF, 0x0};
+  const auto packed = blockwise::pack_nibbles(codes);
+  CHECK(packed == std::vector<std::uint8_t>{0x12, 0xF0});
+  CHECK(blockwise::unpack_nibbles(packed, 4) == codes);
+  const auto u4 = torchao_unsigned4();
+  CHECK(torchao_search(0.0f, u4) == 0);  // no zero in the unsigned 4-bit map: 0 -> 0.0625 * scale
+}
+
+TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backends (T9, T13, T14)") {
+  const auto s8 = signed8();
+  std::vector<float> x(256 + 17, 0.5f);
+  x[256] = 2.0f;
+  x[3] = std::numeric_limits<float>::quiet_NaN();
+  for (auto backend : {blockwise::BnbBackend::CpuLut, blockwise::BnbBackend::CudaIeee}) {
+    const auto q = blockwise::bnb_quantize(x, s8, 256, backend);
+    CHECK(q.scale.size() == 2);
+    CHECK(q.scale[0] == 0.5f);  // the NaN is ignored
+    CHECK(q.scale[1] == 2.0f);  // over the 17 valid items of the tail
+    CHECK(q.codes[3] == 0);
+  }
+  const auto d = blockwise::bnb_quantize(x, s8, 256, blockwise::BnbBackend::Default);
+  CHECK(std::isnan(d.scale[0]));  // the pure-PyTorch back end propagates it
+  std::vector<float> zeros(256, 0.0f);
+  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CpuLut).codes[0] == 0);
+  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CudaIeee).codes[0] == 0);  // 0 * Inf = NaN -> 0
+  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::Default).codes[0] == 127);
+}

@@ -1,0 +1,69 @@
+#pragma once
+// Block-wise absmax scaling with quantize and dequantize, for codebook and FP8 states, as each
+// official implementation computes them. Blocks are consecutive runs of block_size elements of
+// the flattened tensor. docs/formats/torchao-codebook.md and bnb-blockwise8.md state the rules.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "lowbit/codebook.hpp"
+#include "lowbit/fp8.hpp"
+
+namespace lowbit::blockwise {
+
+struct Quantized {
+  std::vector<std::uint8_t> codes;  // one code per element (4-bit codes unpacked; see pack_nibbles)
+  std::vector<float> scale;         // one per block: torchao's scale, or bitsandbytes' absmax
+};
+
+// ---- torchao ---------------------------------------------------------------------------------
+
+// Reference: torchao 0.18 optim/quant_utils.py scale_tensor + quantize_8bit_with_qmap /
+// quantize_4bit_with_qmap: scale = max(amax|x|, f32(1e-12)) (NaN propagates), y = x / scale,
+// code = torchao_search(y). x.size() must be a multiple of block_size (torchao has no tails).
+Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size);
+
+// Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap: qmap[code] * scale.
+std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                      std::span<const float> qmap, std::size_t block_size);
+
+// Reference: torchao 0.18 optim/subclass_fp8.py quantize_fp8: scale = max(amax|x|, f32(1e-12)) / 448
+// (true division), codes = e4m3fn(x / scale) under the given torch conversion policy.
+Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy);
+// How torch widens a NaN float8 code to float32: c10's scalar fp8e4m3fn_to_fp32_value gives
+// 0x7FF00000 | sign (CPU capability AVX2 or default); the AVX-512 path gives 0x7FC00000 | sign.
+enum class NanWidening { C10Scalar, Avx512 };
+
+// Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, with
+// torch's NaN payloads: the widened code's NaN per `widening`, and a NaN scale's own payload
+// winning over it (as torch 2.15's CPU multiply returns).
+std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                          std::size_t block_size, NanWidening widening = NanWidening::C10Scalar);
+
+// Reference: torchao 0.18 optim/subclass_4bit.py: byte j = (code[2j] << 4) | code[2j+1] (first element high).
+std::vector<std::uint8_t> pack_nibbles(std::span<const std::uint8_t> codes);
+std::vector<std::uint8_t> unpack_nibbles(std::span<const std::uint8_t> packed, std::size_t count);
+
+// ---- bitsandbytes ----------------------------------------------------------------------------
+
+enum class BnbBackend {
+  CpuLut,    // bitsandbytes >= 0.49 (PR #1901) csrc/cpu_ops.cpp quantize_cpu_impl, the default CPU path
+  CudaIeee,  // csrc/kernels.cu kQuantizeBlockwise with IEEE arithmetic (no --use_fast_math effects)
+  Default,   // backends/default/ops.py: pure PyTorch, bucketize, NaN propagates into absmax
+};
+
+// quantize_blockwise: partial tail blocks allowed; the stored scale is the raw absmax.
+//   CpuLut: absmax = max |x| over the block ignoring NaN (from 0); absmax 0 -> codes 0; else
+//           y = x * (1 / absmax), code = LUT(y).
+//   CudaIeee: absmax = max |x| ignoring NaN (from -FLT_MAX); y = x * (1 / absmax); bnb_cuda_search.
+//   Default: absmax = max |x| (NaN propagates); full blocks y = clamp(x * (1 / max(absmax, 1e-38)));
+//           the tail block divides; bnb_default_search.
+Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                       BnbBackend backend);
+
+// Reference: bitsandbytes 0.50 csrc/cpu_ops.cpp dequantizeBlockwise8bitCpu (and the CUDA and default
+// kernels): qmap[code] * absmax[block].
+std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span<const float> absmax,
+                                  std::span<const float> qmap, std::size_t block_size);
+
+}  // namespace lowbit::blockwise

@@ -1,0 +1,305 @@
+// Registry entries of the codebook families: the qmap tables of torchao and bitsandbytes, torchao's
+// 8-bit, 4-bit and FP8 block-wise states, and bitsandbytes' block-wise 8-bit quantization.
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/formats.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using codebook::Linspace;
+
+Linspace linspace_from(const nlohmann::json& p) {
+  const std::string v = p.at("linspace").get<std::string>();
+  if (v == "fma") return Linspace::Fma;
+  if (v == "nofma") return Linspace::NoFma;
+  throw std::runtime_error("linspace must be fma or nofma (got '" + v + "')");
+}
+
+std::size_t block_size_from(const nlohmann::json& p) {
+  const auto& b = p.at("block_size");
+  if (!b.is_number_integer() || b.get<std::int64_t>() <= 0) throw std::runtime_error("block_size must be a positive integer");
+  return static_cast<std::size_t>(b.get<std::int64_t>());
+}
+
+std::vector<std::int64_t> flat_shape(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
+
+Tensor f32_tensor(const std::string& name, const std::vector<float>& v) { return Tensor::from_f32(name, flat_shape(v.size()), v); }
+Tensor u8_tensor(const std::string& name, const std::vector<std::uint8_t>& v) {
+  return Tensor::from_bytes(name, DType::U8, flat_shape(v.size()), v);
+}
+
+double ulp32(double m) {
+  int e = 0;
+  std::frexp(m, &e);
+  return std::ldexp(1.0, std::max(e - 24, -149));
+}
+
+// The normalized value the search saw: torchao divides by the scale, bitsandbytes multiplies by the
+// reciprocal of the absmax, FP8 divides by amax/448.
+using Normalize = float (*)(float x, float scale);
+float divide(float x, float scale) { return x / scale; }
+float times_reciprocal(float x, float absmax) { return x * (1.0f / absmax); }
+
+// A code mismatch between neighbouring codes is a tie or a near-boundary case when the normalized
+// input lies on, or next to, the exact midpoint of the two code values.
+Explanation explain_adjacent(double y, double lo_value, double hi_value) {
+  const double boundary = (lo_value + hi_value) / 2;
+  if (y == boundary) return {MismatchClass::Tie, 0};
+  return {MismatchClass::NearBoundary, std::fabs(y - boundary) / ulp32(std::fabs(boundary))};
+}
+
+struct CodeView {
+  const Tensor* expected;
+  const Tensor* actual;
+};
+
+std::optional<CodeView> code_tensors(const Case& e, const Case& a, std::size_t i) {
+  const Tensor* want = e.find("codes");
+  const Tensor* got = a.find("codes");
+  if (!want || !got || want->dtype != got->dtype || want->bytes.size() != got->bytes.size() || i >= want->bytes.size())
+    return std::nullopt;
+  return CodeView{want, got};
+}
+
+Explanation explain_codebook(const Case& e, const Case& a, std::size_t i, std::size_t block, Normalize normalize) {
+  const auto codes = code_tensors(e, a, i);
+  const Tensor* input = e.find("input");
+  const Tensor* qmap = e.find("qmap");
+  const Tensor* scale = e.find("scale");
+  if (!codes || !input || !qmap || !scale || i / block >= scale->element_count()) return {};
+  const int ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
+  if (std::abs(ce - ca) != 1) return {};
+  const auto q = qmap->f32();
+  if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
+  const float y = normalize(input->value_as_float(i), scale->f32()[i / block]);
+  return explain_adjacent(y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
+}
+
+Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i, std::size_t block) {
+  const auto codes = code_tensors(e, a, i);
+  const Tensor* input = e.find("input");
+  const Tensor* scale = e.find("scale");
+  if (!codes || !input || !scale || i / block >= scale->element_count()) return {};
+  const std::uint8_t ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
+  if (fp8::E4M3FN::is_nan(ce) || fp8::E4M3FN::is_nan(ca) || std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) != 1)
+    return {};
+  const float y = input->value_as_float(i) / scale->f32()[i / block];
+  const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
+  return explain_adjacent(y, std::min(ve, va), std::max(ve, va));
+}
+
+// Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the
+// division and for the reciprocal alike) holding every code value, every midpoint and the binary32
+// neighbours of each midpoint, both signs, zeros and subnormals.
+std::vector<float> codebook_edges(const std::vector<float>& q, std::size_t block_size) {
+  std::vector<float> v;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    v.push_back(q[i]);
+    if (i + 1 == q.size()) break;
+    const float mid = (q[i] + q[i + 1]) * 0.5f;
+    v.push_back(std::nextafter(mid, -inf));
+    v.push_back(mid);
+    v.push_back(std::nextafter(mid, inf));
+  }
+  for (float s : {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min(), 1e-30f})
+    v.push_back(s);
+  // every block gets its own absmax of exactly 1 as the first element
+  std::vector<float> out;
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    if (out.size() % block_size == 0) out.push_back(1.0f);
+    out.push_back(v[k]);
+  }
+  while (out.size() % block_size) out.push_back(0.0f);
+  return out;
+}
+
+// ---- tables ----------------------------------------------------------------------------------
+
+std::vector<float> torchao_table(const nlohmann::json& p) {
+  const std::string map = p.at("map").get<std::string>();
+  const Linspace l = linspace_from(p);
+  if (map == "signed8") return codebook::signed8(l);
+  if (map == "unsigned8") return codebook::unsigned8(l);
+  if (map == "signed4") return codebook::torchao_signed4(l);
+  if (map == "unsigned4") return codebook::torchao_unsigned4(l);
+  throw std::runtime_error("torchao map must be signed8, unsigned8, signed4 or unsigned4 (got '" + map + "')");
+}
+
+std::vector<float> bnb_table(const nlohmann::json& p) {
+  const std::string map = p.at("map").get<std::string>();
+  const Linspace l = linspace_from(p);
+  if (map == "dynamic_signed") return codebook::dynamic_map(true, 7, 8, l, true);
+  if (map == "dynamic_unsigned") return codebook::dynamic_map(false, 7, 8, l, true);
+  if (map == "dynamic_signed4") return codebook::dynamic_map(true, 3, 4, l, true);
+  if (map == "linear_signed") return codebook::bnb_linear_map(true, l);
+  if (map == "linear_unsigned") return codebook::bnb_linear_map(false, l);
+  throw std::runtime_error("bnb map must be dynamic_signed, dynamic_unsigned, dynamic_signed4, linear_signed or "
+                           "linear_unsigned (got '" + map + "')");
+}
+
+FormatSpec table_format(std::string name, std::string provenance, std::string default_map,
+                        std::vector<float> (*table)(const nlohmann::json&)) {
+  FormatSpec f;
+  f.name = std::move(name);
+  f.description = "the codebook (qmap) table itself, as the library builds it";
+  f.provenance = std::move(provenance);
+  f.default_params = {{"map", default_map}, {"linspace", "fma"}};
+  f.outputs = {"qmap"};
+  f.run = [table](const Case&, const nlohmann::json& p) { return std::vector<Tensor>{f32_tensor("qmap", table(p))}; };
+  return f;
+}
+
+// ---- torchao block-wise codebook states ----------------------------------------------------------
+
+FormatSpec torchao_codebook_format(int bits, bool is_signed) {
+  FormatSpec f;
+  const std::string sign = is_signed ? "signed" : "unsigned";
+  const std::string map = sign + std::to_string(bits);
+  f.name = "torchao.codebook" + std::to_string(bits) + "." + sign;
+  f.description = "torchao " + std::to_string(bits) + "-bit block-wise state: scale = max(amax, 1e-12), y = x / scale, "
+                  "branchless search with ties up; codes (one per element), scale, dequant" +
+                  std::string(bits == 4 ? ", and codes_packed (two per byte, first element high)" : "");
+  f.provenance = bits == 8 ? "torchao 0.18 optim/quant_utils.py scale_tensor, quantize_8bit_with_qmap, dequant_with_qmap"
+                           : "torchao 0.18 optim/quant_utils.py scale_tensor, quantize_4bit_with_qmap, dequant_with_qmap; "
+                             "optim/subclass_4bit.py packing";
+  f.default_params = {{"block_size", bits == 8 ? 256 : 128}};
+  f.inputs = {"input", "qmap"};
+  f.outputs = {"codes", "scale", "dequant"};
+  if (bits == 4) f.outputs.push_back("codes_packed");
+  f.scale_tensor = "scale";
+  f.run = [bits](const Case& in, const nlohmann::json& p) {
+    const std::size_t block = block_size_from(p);
+    const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
+    if (q.size() != (bits == 8 ? 256u : 16u)) throw std::runtime_error("qmap must have " + std::to_string(bits == 8 ? 256 : 16) + " entries");
+    const auto quantized = blockwise::torchao_quantize(x, q, block);
+    std::vector<Tensor> out = {u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
+                               f32_tensor("dequant", blockwise::torchao_dequantize(quantized.codes, quantized.scale, q, block))};
+    if (bits == 4) out.push_back(u8_tensor("codes_packed", blockwise::pack_nibbles(quantized.codes)));
+    return out;
+  };
+  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
+    return explain_codebook(e, a, i, block_size_from(e.params()), divide);
+  };
+  f.auxiliary_inputs = [map](const nlohmann::json&) {
+    return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
+  };
+  f.edge_inputs = [map](const nlohmann::json& p) {
+    return codebook_edges(torchao_table({{"map", map}, {"linspace", "fma"}}), block_size_from(p));
+  };
+  f.dequantize = [](const Case& c) {
+    return blockwise::torchao_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
+                                         block_size_from(c.params()));
+  };
+  return f;
+}
+
+blockwise::NanWidening widening_from(const nlohmann::json& p) {
+  const std::string w = p.contains("nan_widening") ? p["nan_widening"].get<std::string>() : "c10";
+  if (w == "c10") return blockwise::NanWidening::C10Scalar;
+  if (w == "avx512") return blockwise::NanWidening::Avx512;
+  throw std::runtime_error("nan_widening must be c10 or avx512 (got '" + w + "')");
+}
+
+FormatSpec torchao_fp8_format() {
+  FormatSpec f;
+  f.name = "torchao.fp8";
+  f.description = "torchao FP8 block-wise state: scale = max(amax, 1e-12) / 448 (true division), codes = e4m3fn(x / scale) "
+                  "with the conversion rules of the torch that ran it; codes, scale, dequant";
+  f.provenance = "torchao 0.18 optim/subclass_fp8.py quantize_fp8 and OptimStateFp8.dequantize";
+  // torch >= 2.13 casts saturate; nan_widening "c10" is torch's scalar float8 -> float32 path (CPU
+  // capability AVX2 or default), "avx512" its vectorized one: they differ only in NaN payloads.
+  f.default_params = {{"block_size", 256}, {"overflow", "satfinite"}, {"nan_encoding", "torch"}, {"nan_widening", "c10"}};
+  f.inputs = {"input"};
+  f.outputs = {"codes", "scale", "dequant"};
+  f.scale_tensor = "scale";
+  f.run = [](const Case& in, const nlohmann::json& p) {
+    const std::size_t block = block_size_from(p);
+    const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
+    const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
+    if (!overflow || !nan) throw std::runtime_error("torchao.fp8: bad overflow or nan_encoding parameter");
+    const auto quantized = blockwise::torchao_fp8_quantize(in.require("input").f32(), block, {*overflow, *nan});
+    return std::vector<Tensor>{
+        Tensor::from_bytes("codes", DType::F8_E4M3, flat_shape(quantized.codes.size()), quantized.codes),
+        f32_tensor("scale", quantized.scale),
+        f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
+  };
+  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
+    return explain_fp8_state(e, a, i, block_size_from(e.params()));
+  };
+  f.dequantize = [](const Case& c) {
+    const nlohmann::json p = c.params();
+    return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
+                                             widening_from(p));
+  };
+  return f;
+}
+
+// ---- bitsandbytes block-wise 8-bit --------------------------------------------------------------
+
+blockwise::BnbBackend backend_from(const nlohmann::json& p) {
+  const std::string b = p.at("backend").get<std::string>();
+  if (b == "cpu") return blockwise::BnbBackend::CpuLut;
+  if (b == "cuda-ieee") return blockwise::BnbBackend::CudaIeee;
+  if (b == "default") return blockwise::BnbBackend::Default;
+  throw std::runtime_error("backend must be cpu, cuda-ieee or default (got '" + b + "')");
+}
+
+FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& default_map) {
+  FormatSpec f;
+  f.name = "bnb.blockwise8." + variant;
+  f.description = "bitsandbytes quantize_blockwise / dequantize_blockwise with a " + variant +
+                  " qmap: absmax per block (partial tail allowed), y = x * (1 / absmax); the backend parameter picks "
+                  "the CPU lookup table (cpu), the CUDA kernel's rule in IEEE arithmetic (cuda-ieee) or the pure-PyTorch "
+                  "back end (default); codes, scale (the absmax), dequant";
+  f.provenance = "bitsandbytes 0.50 csrc/cpu_ops.cpp quantize_cpu_impl, dequantizeBlockwise8bitCpu; csrc/kernels.cu "
+                 "kQuantizeBlockwise; backends/default/ops.py";
+  f.default_params = {{"block_size", 4096}, {"backend", "cpu"}};
+  f.inputs = {"input", "qmap"};
+  f.outputs = {"codes", "scale", "dequant"};
+  f.scale_tensor = "scale";
+  f.run = [](const Case& in, const nlohmann::json& p) {
+    const std::size_t block = block_size_from(p);
+    const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
+    if (q.size() != 256) throw std::runtime_error("qmap must have 256 entries");
+    const auto quantized = blockwise::bnb_quantize(x, q, block, backend_from(p));
+    return std::vector<Tensor>{u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
+                               f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
+  };
+  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
+    return explain_codebook(e, a, i, block_size_from(e.params()), times_reciprocal);
+  };
+  f.auxiliary_inputs = [default_map](const nlohmann::json&) {
+    return std::vector<Tensor>{f32_tensor("qmap", bnb_table({{"map", default_map}, {"linspace", "fma"}}))};
+  };
+  f.edge_inputs = [default_map](const nlohmann::json& p) {
+    return codebook_edges(bnb_table({{"map", default_map}, {"linspace", "fma"}}), block_size_from(p));
+  };
+  f.dequantize = [](const Case& c) {
+    return blockwise::bnb_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
+                                     block_size_from(c.params()));
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_codebook_formats(std::vector<FormatSpec>& out) {
+  out.push_back(table_format("torchao.qmap", "torchao 0.18 optim/quant_utils.py create_dynamic_map; subclass_4bit.py", "signed8",
+                             torchao_table));
+  out.push_back(table_format("bnb.qmap", "bitsandbytes 0.50 functional.py create_dynamic_map, create_linear_map", "dynamic_signed",
+                             bnb_table));
+  for (int bits : {8, 4})
+    for (bool is_signed : {true, false}) out.push_back(torchao_codebook_format(bits, is_signed));
+  out.push_back(torchao_fp8_format());
+  out.push_back(bnb_blockwise_format("dynamic", "dynamic_signed"));
+  out.push_back(bnb_blockwise_format("linear", "linear_signed"));
+}
+
+}  // namespace lowbit

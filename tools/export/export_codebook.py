@@ -1,0 +1,293 @@
+#!/usr/bin/env python3
+"""Golden cases for the codebook and FP8 block-wise formats, from the official packages (CPU only).
+
+Calls torchao's and bitsandbytes' own functions on deterministic inputs and writes one safetensors
+case per (format, inputs, block size) under OUT/<source>/<format>/, with the MANIFEST entries
+(sha256, size, provenance) in OUT/MANIFEST.json. Rerunning with the same package versions rewrites
+the same bytes. With --diff-against, nothing is written: the new bytes are compared with an existing
+golden folder, and every case whose tensors changed is listed (point the exporter at another
+version of a package to see what that version changed).
+
+    .venv/bin/python tools/export/export_codebook.py --out golden
+    .venv/bin/python tools/export/export_codebook.py --out /tmp/g --diff-against golden
+"""
+import argparse
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import bitsandbytes
+import bitsandbytes.functional as bnbF
+import safetensors
+import torch
+import torchao
+from torchao.optim import quant_utils
+from torchao.optim.subclass_4bit import OptimState4bit
+from torchao.optim.subclass_8bit import OptimState8bit
+from torchao.optim.subclass_fp8 import OptimStateFp8, quantize_fp8
+
+GENERATOR = "tools/export/export_codebook.py (lowbit 0.1.0)"
+N = 4096  # elements per case: a multiple of every block size below, as torchao requires
+TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
+def versions():
+    return {"torchao": f"torchao {torchao.__version__} ({TORCH})",
+            "bnb": f"bitsandbytes {bitsandbytes.__version__} ({TORCH})"}
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+def boundary_inputs(qmap: torch.Tensor, block_size: int, n: int) -> torch.Tensor:
+    """Blocks whose first element is 1.0 (absmax 1, so the normalized value equals the input, by
+    division and by reciprocal alike) holding every code value, every midpoint and its float32
+    neighbours, zeros and subnormals."""
+    q = qmap.float()
+    mids = (q[:-1] + q[1:]) * 0.5
+    inf = torch.tensor(float("inf"))
+    parts = [q, mids, torch.nextafter(mids, -inf), torch.nextafter(mids, inf),
+             torch.tensor([0.0, -0.0, 1e-45, -1.1754944e-38, 1e-30])]
+    values = torch.cat(parts)
+    out = []
+    for v in values.tolist():
+        if len(out) % block_size == 0:
+            out.append(1.0)
+        out.append(v)
+    out = torch.tensor(out, dtype=torch.float32)
+    reps = -(-n // out.numel())
+    return out.repeat(reps)[:n].clone()
+
+
+def make_inputs(kind: str, block_size: int, seed: int, qmap: torch.Tensor | None) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if kind == "normal":
+        return torch.randn(N, generator=g)
+    if kind == "uniform":
+        return torch.rand(N, generator=g) * 2 - 1
+    if kind == "lognormal":
+        sign = torch.where(torch.rand(N, generator=g) < 0.5, -1.0, 1.0)
+        return sign * torch.exp(3.0 * torch.randn(N, generator=g))
+    if kind == "adam_m":  # first moments: small, signed, block-to-block scale changes
+        return 1e-3 * torch.randn(N, generator=g) * torch.exp(torch.randn(N // block_size, generator=g)).repeat_interleave(block_size)
+    if kind == "adam_v":  # second moments: squares of small gradients, non-negative, heavy range
+        return (1e-3 * torch.randn(N, generator=g) * torch.exp(torch.randn(N, generator=g))) ** 2
+    if kind == "outliers":  # one huge value per block
+        x = torch.randn(N, generator=g)
+        x[block_size // 2::block_size] *= 1e4
+        return x
+    if kind == "special":  # all-zero block, constant block, signed zeros, subnormals, tiny values
+        x = torch.randn(N, generator=g)
+        x[:block_size] = 0.0
+        x[block_size:2 * block_size] = 0.375
+        x[2 * block_size::7] = -0.0
+        x[2 * block_size + 3::11] = 1e-45
+        x[2 * block_size + 5::13] = -3e-39
+        return x
+    if kind == "nonfinite":  # a NaN and infinities, in different blocks where the blocks allow
+        x = torch.randn(N, generator=g)
+        x[3] = float("nan")
+        x[N // 2 + 5] = float("inf")
+        x[N - 9] = float("-inf")
+        return x
+    if kind == "boundaries":
+        return boundary_inputs(qmap, block_size, N)
+    raise ValueError(kind)
+
+
+KINDS = ["normal", "uniform", "lognormal", "adam_m", "adam_v", "outliers", "special", "nonfinite", "boundaries"]
+
+# ---- cases ---------------------------------------------------------------------------------------
+
+DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8", torch.int32: "I32",
+          torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
+
+
+def serialize(tensors: dict, metadata: dict) -> bytes:
+    """safetensors bytes with a deterministic header (safetensors' own writer orders metadata keys
+    by hash): tensors in name order, keys sorted, compact JSON padded with spaces to 8 bytes, the
+    layout lowbit's writer produces."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"data_offsets": [offset, offset + len(raw)], "dtype": DTYPES[t.dtype], "shape": list(t.shape)}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    data = len(text).to_bytes(8, "little") + text + b"".join(blobs)
+    safetensors.deserialize(data)  # the official reader must accept it
+    return data
+
+
+
+class Writer:
+    def __init__(self, out: Path):
+        self.out = out
+        self.entries = {}  # relative path -> (bytes, manifest entry)
+
+    def add(self, source: str, fmt: str, name: str, tensors: dict, params: dict, function: str, seed: int, inputs: str):
+        metadata = {"format": fmt, "params": json.dumps(params, sort_keys=True, separators=(",", ":")),
+                    "source": versions()[source], "function": function, "seed": str(seed), "input": inputs,
+                    "generator": GENERATOR}
+        tensors = {k: v.contiguous() for k, v in tensors.items()}
+        data = serialize(tensors, metadata)
+        rel = f"{source}/{fmt}/{name}.safetensors"
+        self.entries[rel] = (data, {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                    "format": fmt, "source": metadata["source"], "function": function,
+                                    "generator": GENERATOR})
+
+
+def export_tables(w: Writer):
+    torchao_maps = {
+        "signed8": torch.tensor(quant_utils.create_dynamic_map(True, 7, 8), dtype=torch.float32),
+        "unsigned8": torch.tensor(quant_utils.create_dynamic_map(False, 7, 8), dtype=torch.float32),
+        "signed4": torch.tensor(quant_utils.create_dynamic_map(True, 3, 4), dtype=torch.float32),
+        "unsigned4": torch.linspace(0, 1, 17)[1:].clone(),
+    }
+    for name, q in torchao_maps.items():
+        w.add("torchao", "torchao.qmap", name, {"qmap": q}, {"map": name, "linspace": "fma"},
+              "torchao.optim.quant_utils.create_dynamic_map / subclass_4bit linspace(0, 1, 17)[1:]", 0, "none")
+    bnb_maps = {
+        "dynamic_signed": bnbF.create_dynamic_map(signed=True),
+        "dynamic_unsigned": bnbF.create_dynamic_map(signed=False),
+        "dynamic_signed4": bnbF.create_dynamic_map(True, 3, 4),
+        "linear_signed": bnbF.create_linear_map(signed=True),
+        "linear_unsigned": bnbF.create_linear_map(signed=False),
+    }
+    for name, q in bnb_maps.items():
+        w.add("bnb", "bnb.qmap", name, {"qmap": q.float().cpu()}, {"map": name, "linspace": "fma"},
+              "bitsandbytes.functional.create_dynamic_map / create_linear_map", 0, "none")
+    return torchao_maps, bnb_maps
+
+
+def export_torchao_codebook(w: Writer, maps: dict):
+    for bits, sizes in ((8, (32, 256, 4096)), (4, (32, 128, 4096))):
+        for signed in (True, False):
+            qmap = maps[("signed" if signed else "unsigned") + str(bits)]
+            fmt = f"torchao.codebook{bits}.{'signed' if signed else 'unsigned'}"
+            quantize = quant_utils.quantize_8bit_with_qmap if bits == 8 else quant_utils.quantize_4bit_with_qmap
+            for block in sizes:
+                for seed, kind in enumerate(KINDS, start=1):
+                    x = make_inputs(kind, block, seed, qmap)
+                    if not signed and kind not in ("boundaries", "nonfinite"):
+                        x = x.abs()  # unsigned maps hold non-negative states (second moments)
+                    y, scale = quant_utils.scale_tensor(x, block)
+                    codes = quantize(y, qmap)
+                    dequant = quant_utils.dequant_with_qmap(codes, qmap, scale)
+                    tensors = {"input": x, "qmap": qmap, "codes": codes, "scale": scale, "dequant": dequant}
+                    # the optimizer-state subclass must agree with the functions it is built from
+                    state = (OptimState8bit if bits == 8 else OptimState4bit).zeros(N, signed, block)
+                    state.copy_(x)
+                    if bits == 8:
+                        assert torch.equal(state.codes, codes), fmt
+                        assert torch.equal(state.scale.view(torch.int32), scale.view(torch.int32)), fmt  # NaN-safe
+                    else:
+                        tensors["codes_packed"] = state.codes.clone()
+                        assert torch.equal(torch.stack([state.codes >> 4, state.codes & 15], -1).view(-1), codes), fmt
+                    w.add("torchao", fmt, f"{kind}.block{block}", tensors, {"block_size": block},
+                          f"torchao.optim.quant_utils.scale_tensor + quantize_{bits}bit_with_qmap + dequant_with_qmap; "
+                          f"OptimState{bits}bit.copy_", seed, kind)
+
+
+def export_torchao_fp8(w: Writer):
+    # torch >= 2.13 saturates finite overflow in float8_e4m3fn casts; older torch gives NaN.
+    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+    # NaN codes widen to 0x7FF00000|s on torch's scalar path and to 0x7FC00000|s on its AVX-512 path.
+    widening = "avx512" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "c10"
+    params_rules = {"overflow": "satfinite" if (major, minor) >= (2, 13) else "nan", "nan_encoding": "torch",
+                    "nan_widening": widening}
+    for block in (32, 256, 4096):
+        for seed, kind in enumerate(KINDS, start=1):
+            if kind == "boundaries":
+                continue  # the FP8 grid's boundaries are covered by the exhaustive sweeps
+            x = make_inputs(kind, block, seed, None)
+            codes, scale = quantize_fp8(x, block)
+            state = OptimStateFp8.zeros(N, block)
+            state.copy_(x)
+            assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
+            dequant = state.dequantize()
+            w.add("torchao", "torchao.fp8", f"{kind}.block{block}",
+                  {"input": x, "codes": codes, "scale": scale, "dequant": dequant},
+                  {"block_size": block, **params_rules},
+                  "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", seed, kind)
+
+
+def export_bnb_blockwise(w: Writer, maps: dict):
+    for variant, qname in (("dynamic", "dynamic_signed"), ("linear", "linear_signed")):
+        qmap = maps[qname].float().cpu()
+        for block in (64, 256, 4096):
+            for seed, kind in enumerate(KINDS, start=1):
+                x = make_inputs(kind, block, seed, qmap)
+                if block != 4096:
+                    x = torch.cat([x, x[:37] * 0.5])  # a partial tail block
+                codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=block)
+                dequant = bnbF.dequantize_blockwise(codes, state)
+                w.add("bnb", f"bnb.blockwise8.{variant}", f"{kind}.block{block}",
+                      {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+                      {"block_size": block, "backend": "cpu"},
+                      "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (CPU native library)", seed, kind)
+
+
+def write_manifest(out: Path, entries: list):
+    path = out / "MANIFEST.json"
+    old = json.loads(path.read_text())["files"] if path.exists() else []
+    merged = {e["path"]: e for e in old}
+    merged.update({e["path"]: e for e in entries})
+    doc = {"files": [merged[k] for k in sorted(merged)], "version": 1}
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
+    ap.add_argument("--diff-against", type=Path, help="compare with this golden folder instead of writing")
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+
+    w = Writer(args.out)
+    torchao_maps, bnb_maps = export_tables(w)
+    export_torchao_codebook(w, torchao_maps)
+    export_torchao_fp8(w)
+    export_bnb_blockwise(w, bnb_maps)
+    print(f"{len(w.entries)} cases from {versions()['torchao']}, {versions()['bnb']}", file=sys.stderr)
+
+    if args.diff_against:
+        manifest = json.loads((args.diff_against / "MANIFEST.json").read_text())
+        known = {e["path"]: e for e in manifest["files"]}
+        changed = 0
+        for rel, (data, entry) in sorted(w.entries.items()):
+            old = known.get(rel)
+            if old is None:
+                print(f"new       {rel}")
+                changed += 1
+                continue
+            if old["sha256"] == entry["sha256"]:
+                continue
+            before = dict(safetensors.deserialize((args.diff_against / rel).read_bytes()))
+            after = dict(safetensors.deserialize(data))
+            tensors = [k for k in sorted(set(before) | set(after))
+                       if k not in before or k not in after or bytes(before[k]["data"]) != bytes(after[k]["data"])]
+            print(f"changed   {rel}: tensors {', '.join(tensors) or '(metadata only)'}; "
+                  f"was {old['source']}, now {entry['source']}")
+            changed += 1
+        print(f"{changed} of {len(w.entries)} cases differ from {args.diff_against}")
+        return 1 if changed else 0
+
+    for rel, (data, _) in w.entries.items():
+        path = args.out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    write_manifest(args.out, [e for _, e in w.entries.values()])
+    total = sum(len(d) for d, _ in w.entries.values())
+    print(f"wrote {len(w.entries)} cases, {total / 2**20:.1f} MiB, to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
