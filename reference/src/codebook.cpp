@@ -126,9 +126,14 @@ std::uint8_t bnb_cpu_exact_search(float y, std::span<const float> q) {
 }
 
 std::uint8_t bnb_default_search(float y, std::span<const float> q) {
-  std::size_t below = 0;
-  for (std::size_t j = 0; j + 1 < q.size(); ++j) below += (q[j] + q[j + 1]) / 2.0f < y;
-  return static_cast<std::uint8_t>(below);
+  // Midpoints of a sorted table are sorted: the count below y is a binary search over them.
+  std::size_t lo = 0, hi = q.size() - 1;  // answer in [lo, hi]
+  while (lo < hi) {
+    const std::size_t mid = (lo + hi) / 2;
+    if ((q[mid] + q[mid + 1]) / 2.0f < y) lo = mid + 1;
+    else hi = mid;
+  }
+  return static_cast<std::uint8_t>(lo);
 }
 
 BnbCpuLut::BnbCpuLut(std::span<const float> q) : table_(65536) {
@@ -154,7 +159,6 @@ std::uint16_t BnbCpuLut::index_of(float y) {
 std::uint8_t BnbCpuLut::operator()(float y) const { return table_[index_of(y)]; }
 
 std::uint8_t exact_nearest(float y, std::span<const float> q, Ties ties) {
-  if (!std::is_sorted(q.begin(), q.end())) throw std::invalid_argument("exact_nearest: the qmap is not sorted");
   if (std::isnan(y)) return 0;
   const std::size_t last = q.size() - 1;
   if (y <= q[0]) return 0;

@@ -19,6 +19,7 @@ const std::vector<FormatSpec>& registered_formats() {
     std::vector<FormatSpec> f;
     register_fp8_formats(f);
     register_codebook_formats(f);
+    register_optimizer_formats(f);
     return f;
   }();
   return formats;

@@ -12,20 +12,19 @@ version of a package to see what that version changed).
     .venv/bin/python tools/export/export_codebook.py --out /tmp/g --diff-against golden
 """
 import argparse
-import hashlib
-import json
 import sys
 from pathlib import Path
 
 import bitsandbytes
 import bitsandbytes.functional as bnbF
-import safetensors
 import torch
 import torchao
 from torchao.optim import quant_utils
 from torchao.optim.subclass_4bit import OptimState4bit
 from torchao.optim.subclass_8bit import OptimState8bit
 from torchao.optim.subclass_fp8 import OptimStateFp8, quantize_fp8
+
+import golden_io
 
 GENERATOR = "tools/export/export_codebook.py (lowbit 0.1.0)"
 N = 4096  # elements per case: a multiple of every block size below, as torchao requires
@@ -99,48 +98,7 @@ KINDS = ["normal", "uniform", "lognormal", "adam_m", "adam_v", "outliers", "spec
 
 # ---- cases ---------------------------------------------------------------------------------------
 
-DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8", torch.int32: "I32",
-          torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
-
-
-def serialize(tensors: dict, metadata: dict) -> bytes:
-    """safetensors bytes with a deterministic header (safetensors' own writer orders metadata keys
-    by hash): tensors in name order, keys sorted, compact JSON padded with spaces to 8 bytes, the
-    layout lowbit's writer produces."""
-    header = {"__metadata__": dict(sorted(metadata.items()))}
-    blobs, offset = [], 0
-    for name in sorted(tensors):
-        t = tensors[name].detach().cpu().contiguous()
-        raw = t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"data_offsets": [offset, offset + len(raw)], "dtype": DTYPES[t.dtype], "shape": list(t.shape)}
-        blobs.append(raw)
-        offset += len(raw)
-    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-    text += b" " * (-len(text) % 8)
-    data = len(text).to_bytes(8, "little") + text + b"".join(blobs)
-    safetensors.deserialize(data)  # the official reader must accept it
-    return data
-
-
-
-class Writer:
-    def __init__(self, out: Path):
-        self.out = out
-        self.entries = {}  # relative path -> (bytes, manifest entry)
-
-    def add(self, source: str, fmt: str, name: str, tensors: dict, params: dict, function: str, seed: int, inputs: str):
-        metadata = {"format": fmt, "params": json.dumps(params, sort_keys=True, separators=(",", ":")),
-                    "source": versions()[source], "function": function, "seed": str(seed), "input": inputs,
-                    "generator": GENERATOR}
-        tensors = {k: v.contiguous() for k, v in tensors.items()}
-        data = serialize(tensors, metadata)
-        rel = f"{source}/{fmt}/{name}.safetensors"
-        self.entries[rel] = (data, {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
-                                    "format": fmt, "source": metadata["source"], "function": function,
-                                    "generator": GENERATOR})
-
-
-def export_tables(w: Writer):
+def export_tables(w: golden_io.Writer):
     torchao_maps = {
         "signed8": torch.tensor(quant_utils.create_dynamic_map(True, 7, 8), dtype=torch.float32),
         "unsigned8": torch.tensor(quant_utils.create_dynamic_map(False, 7, 8), dtype=torch.float32),
@@ -163,7 +121,7 @@ def export_tables(w: Writer):
     return torchao_maps, bnb_maps
 
 
-def export_torchao_codebook(w: Writer, maps: dict):
+def export_torchao_codebook(w: golden_io.Writer, maps: dict):
     for bits, sizes in ((8, (32, 256, 4096)), (4, (32, 128, 4096))):
         for signed in (True, False):
             qmap = maps[("signed" if signed else "unsigned") + str(bits)]
@@ -192,7 +150,7 @@ def export_torchao_codebook(w: Writer, maps: dict):
                           f"OptimState{bits}bit.copy_", seed, kind)
 
 
-def export_torchao_fp8(w: Writer):
+def export_torchao_fp8(w: golden_io.Writer):
     # torch >= 2.13 saturates finite overflow in float8_e4m3fn casts; older torch gives NaN.
     major, minor = (int(p) for p in torch.__version__.split(".")[:2])
     # NaN codes widen to 0x7FF00000|s on torch's scalar path and to 0x7FC00000|s on its AVX-512 path.
@@ -215,7 +173,7 @@ def export_torchao_fp8(w: Writer):
                   "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", seed, kind)
 
 
-def export_bnb_blockwise(w: Writer, maps: dict):
+def export_bnb_blockwise(w: golden_io.Writer, maps: dict):
     for variant, qname in (("dynamic", "dynamic_signed"), ("linear", "linear_signed")):
         qmap = maps[qname].float().cpu()
         for block in (64, 256, 4096):
@@ -231,15 +189,6 @@ def export_bnb_blockwise(w: Writer, maps: dict):
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (CPU native library)", seed, kind)
 
 
-def write_manifest(out: Path, entries: list):
-    path = out / "MANIFEST.json"
-    old = json.loads(path.read_text())["files"] if path.exists() else []
-    merged = {e["path"]: e for e in old}
-    merged.update({e["path"]: e for e in entries})
-    doc = {"files": [merged[k] for k in sorted(merged)], "version": 1}
-    path.write_text(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
@@ -248,46 +197,14 @@ def main():
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
 
-    w = Writer(args.out)
+    w = golden_io.Writer(versions(), GENERATOR)
     torchao_maps, bnb_maps = export_tables(w)
     export_torchao_codebook(w, torchao_maps)
     export_torchao_fp8(w)
     export_bnb_blockwise(w, bnb_maps)
     print(f"{len(w.entries)} cases from {versions()['torchao']}, {versions()['bnb']}", file=sys.stderr)
 
-    if args.diff_against:
-        manifest = json.loads((args.diff_against / "MANIFEST.json").read_text())
-        known = {e["path"]: e for e in manifest["files"]}
-        changed = 0
-        for rel, (data, entry) in sorted(w.entries.items()):
-            old = known.get(rel)
-            if old is None:
-                print(f"new       {rel}")
-                changed += 1
-                continue
-            if old["sha256"] == entry["sha256"]:
-                continue
-            before = dict(safetensors.deserialize((args.diff_against / rel).read_bytes()))
-            after = dict(safetensors.deserialize(data))
-            tensors = [k for k in sorted(set(before) | set(after))
-                       if k not in before or k not in after or bytes(before[k]["data"]) != bytes(after[k]["data"])]
-            print(f"changed   {rel}: tensors {', '.join(tensors) or '(metadata only)'}; "
-                  f"was {old['source']}, now {entry['source']}")
-            changed += 1
-        print(f"{changed} of {len(w.entries)} cases differ from {args.diff_against}")
-        return 1 if changed else 0
-
-    for rel, (data, _) in w.entries.items():
-        path = args.out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_bytes(data)
-        tmp.replace(path)
-    write_manifest(args.out, [e for _, e in w.entries.values()])
-    total = sum(len(d) for d, _ in w.entries.values())
-    print(f"wrote {len(w.entries)} cases, {total / 2**20:.1f} MiB, to {args.out}", file=sys.stderr)
-    return 0
-
+    return golden_io.finish(w, args.out, args.diff_against)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -71,7 +71,13 @@ int run_sweep_fp8(const SweepOptions& o) {
 Subcommand add_sweep_command(CLI::App& parent) {
   CLI::App* sweep = parent.add_subcommand("sweep", "Exhaustive checks of a conversion over every input of a type");
   sweep->require_subcommand(1);
-  CLI::App* fp8_cmd = sweep->add_subcommand(
+  const Subcommand fp8 = add_sweep_fp8_command(*sweep);
+  const Subcommand codebook = add_sweep_codebook_command(*sweep);
+  return {sweep, [fp8, codebook] { return fp8.app->parsed() ? fp8.run() : codebook.run(); }};
+}
+
+Subcommand add_sweep_fp8_command(CLI::App& sweep) {
+  CLI::App* fp8_cmd = sweep.add_subcommand(
       "fp8",
       "Encode every input of the source type (all 2^32 float32, or all 2^16 bf16/f16) with the reference FP8\n"
       "encoder and with an independent exact checker; report every mismatch. Exit 0 only with none.");
@@ -80,7 +86,8 @@ Subcommand add_sweep_command(CLI::App& parent) {
       ->required()
       ->check(CLI::IsMember({"e4m3fn", "e5m2"}));
   fp8_cmd->add_option("--policy", o->policies,
-                      "Overflow policy(ies): satfinite (CUDA/Triton, clamp to max finite), nan (torch<2.12 e4m3fn),\n"
+                      "Overflow policy(ies): satfinite (CUDA/Triton/torch>=2.13, clamp to max finite), nan (torch<=2.12\n"
+                      "e4m3fn), "
                       "inf (OCP non-saturating: Inf where the format has one, else NaN)")
       ->required()
       ->check(CLI::IsMember({"satfinite", "nan", "inf"}));

@@ -52,7 +52,8 @@ std::uint8_t bnb_cuda_search(float y, std::span<const float> qmap);
 std::uint8_t bnb_cpu_exact_search(float y, std::span<const float> qmap);
 
 // Reference: bitsandbytes 0.50 backends/default/ops.py: bucketize(y, (q[j] + q[j+1]) / 2,
-// right=False): the number of midpoints strictly below y (ties to the lower index).
+// right=False): the number of midpoints strictly below y (ties to the lower index). qmap sorted,
+// as bitsandbytes assumes.
 std::uint8_t bnb_default_search(float y, std::span<const float> qmap);
 
 // Reference: bitsandbytes >= 0.49 (PR #1901) csrc/cpu_ops.cpp build_quantize_lut / quantize_cpu_impl:
@@ -67,7 +68,8 @@ class BnbCpuLut {
   std::vector<std::uint8_t> table_;
 };
 
-// Exact nearest neighbour (comparison of exact differences in double), ties to the lower or upper index.
+// Exact nearest neighbour (y against the exact midpoint of its bracketing entries, in double), ties
+// to the lower or upper index. qmap must be sorted.
 enum class Ties { Lower, Upper };
 std::uint8_t exact_nearest(float y, std::span<const float> qmap, Ties ties);
 

@@ -55,5 +55,6 @@ Case run_reference(const FormatSpec& f, const Case& in);
 // Registration hooks, one per family (defined beside each family's reference code).
 void register_fp8_formats(std::vector<FormatSpec>& out);
 void register_codebook_formats(std::vector<FormatSpec>& out);
+void register_optimizer_formats(std::vector<FormatSpec>& out);
 
 }  // namespace lowbit

@@ -1,0 +1,96 @@
+// Registry entries of the fused optimizer steps: torchao Adam/AdamW on 8-bit, 4-bit and FP8 states.
+// A case holds the state before the step (param, grad, step, lr, exp_avg.*, exp_avg_sq.*) and the
+// state after it (the same names with ".next").
+#include <stdexcept>
+
+#include "lowbit/formats.hpp"
+#include "lowbit/optimizer.hpp"
+
+namespace lowbit {
+
+namespace {
+
+std::vector<std::int64_t> flat(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
+
+optimizer::Moment read_moment(const Case& in, const std::string& prefix, bool fp8) {
+  optimizer::Moment m;
+  m.codes = in.require(prefix + ".codes").u8();
+  m.scale = in.require(prefix + ".scale").f32();
+  if (!fp8) m.qmap = in.require(prefix + ".qmap").f32();
+  return m;
+}
+
+void write_moment(std::vector<Tensor>& out, const std::string& prefix, const optimizer::Moment& m, bool fp8) {
+  out.push_back(Tensor::from_bytes(prefix + ".codes.next", fp8 ? DType::F8_E4M3 : DType::U8, flat(m.codes.size()), m.codes));
+  out.push_back(Tensor::from_f32(prefix + ".scale.next", flat(m.scale.size()), m.scale));
+}
+
+float scalar(const Case& in, const std::string& name) {
+  const std::vector<float> v = in.require(name).f32();
+  if (v.size() != 1) throw CaseError(in.origin + ": tensor '" + name + "' must hold one value");
+  return v[0];
+}
+
+FormatSpec torchao_adam_format(const std::string& variant, bool fp8, std::size_t default_block) {
+  FormatSpec f;
+  f.name = "torchao.adam." + variant;
+  f.description = "one torchao Adam/AdamW step (eager semantics) on " + variant +
+                  " states: lerp as a fused multiply-add, float32 powf bias corrections, the unquantized moments "
+                  "update the parameter, then the moments are requantized";
+  f.provenance = "torchao 0.18 optim/adam.py single_param_adam (eager), on optim/subclass_" +
+                 std::string(fp8 ? "fp8.py OptimStateFp8" : variant == "codebook8" ? "8bit.py OptimState8bit"
+                                                                                    : "4bit.py OptimState4bit");
+  f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"adamw", true},
+                      {"block_size", default_block}};
+  if (fp8) {
+    f.default_params["overflow"] = "satfinite";
+    f.default_params["nan_encoding"] = "torch";
+    f.default_params["nan_widening"] = "c10";
+  }
+  f.inputs = {"param", "grad", "step", "lr", "exp_avg.codes", "exp_avg.scale", "exp_avg_sq.codes", "exp_avg_sq.scale"};
+  if (!fp8) {
+    f.inputs.push_back("exp_avg.qmap");
+    f.inputs.push_back("exp_avg_sq.qmap");
+  }
+  f.outputs = {"param.next", "step.next", "exp_avg.codes.next", "exp_avg.scale.next", "exp_avg_sq.codes.next",
+               "exp_avg_sq.scale.next"};
+  f.run = [fp8](const Case& in, const nlohmann::json& p) {
+    optimizer::AdamHyper h;
+    h.lr = scalar(in, "lr");
+    h.beta1 = p.at("beta1").get<double>();
+    h.beta2 = p.at("beta2").get<double>();
+    h.eps = p.at("eps").get<double>();
+    h.weight_decay = p.at("weight_decay").get<double>();
+    h.adamw = p.at("adamw").get<bool>();
+    const auto block = p.at("block_size").get<std::size_t>();
+    fp8::Policy policy = fp8::torch_eager<fp8::E4M3FN>();
+    if (fp8) {
+      const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
+      const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
+      if (!overflow || !nan) throw std::runtime_error("bad overflow or nan_encoding parameter");
+      policy = {*overflow, *nan};
+    }
+    std::vector<float> param = in.require("param").f32();
+    const std::vector<float> grad = in.require("grad").f32();
+    float step = scalar(in, "step");
+    optimizer::Moment m = read_moment(in, "exp_avg", fp8), v = read_moment(in, "exp_avg_sq", fp8);
+    optimizer::torchao_adam_step(param, grad, step, m, v, h,
+                                 fp8 ? optimizer::TorchaoState::Fp8 : optimizer::TorchaoState::Codebook, block, policy);
+    std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param),
+                               Tensor::from_f32("step.next", {}, std::vector<float>{step})};
+    write_moment(out, "exp_avg", m, fp8);
+    write_moment(out, "exp_avg_sq", v, fp8);
+    return out;
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_optimizer_formats(std::vector<FormatSpec>& out) {
+  out.push_back(torchao_adam_format("codebook8", false, 256));
+  out.push_back(torchao_adam_format("codebook4", false, 128));
+  out.push_back(torchao_adam_format("fp8", true, 256));
+}
+
+}  // namespace lowbit

@@ -1,0 +1,98 @@
+"""Shared by the golden exporters: deterministic safetensors bytes, the MANIFEST, and the
+write-or-compare step at the end of every export."""
+import hashlib
+import sys
+import json
+from pathlib import Path
+
+import safetensors
+import torch
+
+DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8", torch.int32: "I32",
+          torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
+
+
+def serialize(tensors: dict, metadata: dict) -> bytes:
+    """safetensors bytes with a deterministic header (safetensors' own writer orders metadata keys
+    by hash): tensors in name order, keys sorted, compact JSON padded with spaces to 8 bytes, the
+    layout lowbit's writer produces."""
+    header = {"__metadata__": dict(sorted(metadata.items()))}
+    blobs, offset = [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"data_offsets": [offset, offset + len(raw)], "dtype": DTYPES[t.dtype], "shape": list(t.shape)}
+        blobs.append(raw)
+        offset += len(raw)
+    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text += b" " * (-len(text) % 8)
+    data = len(text).to_bytes(8, "little") + text + b"".join(blobs)
+    safetensors.deserialize(data)  # the official reader must accept it
+    return data
+
+
+
+class Writer:
+    """Collects cases in memory: relative path -> (bytes, MANIFEST entry)."""
+
+    def __init__(self, versions: dict, generator: str):
+        self.versions = versions  # source name -> "library version (torch ...)"
+        self.generator = generator  # the exporter and lowbit version, recorded in every case
+        self.entries = {}
+
+    def add(self, source: str, fmt: str, name: str, tensors: dict, params: dict, function: str, seed: int, inputs: str):
+        metadata = {"format": fmt, "params": json.dumps(params, sort_keys=True, separators=(",", ":")),
+                    "source": self.versions[source], "function": function, "seed": str(seed), "input": inputs,
+                    "generator": self.generator}
+        tensors = {k: v.contiguous() for k, v in tensors.items()}
+        data = serialize(tensors, metadata)
+        rel = f"{source}/{fmt}/{name}.safetensors"
+        self.entries[rel] = (data, {"path": rel, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data),
+                                    "format": fmt, "source": metadata["source"], "function": function,
+                                    "generator": self.generator})
+
+
+def write_manifest(out: Path, entries: list):
+    path = out / "MANIFEST.json"
+    old = json.loads(path.read_text())["files"] if path.exists() else []
+    merged = {e["path"]: e for e in old}
+    merged.update({e["path"]: e for e in entries})
+    doc = {"files": [merged[k] for k in sorted(merged)], "version": 1}
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+
+def finish(w: Writer, out: Path, diff_against: Path | None) -> int:
+    if diff_against:
+        manifest = json.loads((diff_against / "MANIFEST.json").read_text())
+        known = {e["path"]: e for e in manifest["files"]}
+        changed = 0
+        for rel, (data, entry) in sorted(w.entries.items()):
+            old = known.get(rel)
+            if old is None:
+                print(f"new       {rel}")
+                changed += 1
+                continue
+            if old["sha256"] == entry["sha256"]:
+                continue
+            before = dict(safetensors.deserialize((diff_against / rel).read_bytes()))
+            after = dict(safetensors.deserialize(data))
+            tensors = [k for k in sorted(set(before) | set(after))
+                       if k not in before or k not in after or bytes(before[k]["data"]) != bytes(after[k]["data"])]
+            print(f"changed   {rel}: tensors {', '.join(tensors) or '(metadata only)'}; "
+                  f"was {old['source']}, now {entry['source']}")
+            changed += 1
+        print(f"{changed} of {len(w.entries)} cases differ from {diff_against}")
+        return 1 if changed else 0
+
+    for rel, (data, _) in w.entries.items():
+        path = out / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+    write_manifest(out, [e for _, e in w.entries.values()])
+    total = sum(len(d) for d, _ in w.entries.values())
+    print(f"wrote {len(w.entries)} cases, {total / 2**20:.1f} MiB, to {out}", file=sys.stderr)
+    return 0
+
