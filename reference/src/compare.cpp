@@ -72,6 +72,7 @@ bool allowed_by(const TolerancePolicy& p, const Explanation& why) {
     case MismatchClass::Tie: return p.allow_ties;
     case MismatchClass::NearBoundary: return why.boundary_ulps <= p.boundary_ulps;
     case MismatchClass::ScalePropagated: return p.allow_scale_propagated;
+    case MismatchClass::LibraryRounding: return p.allow_library_rounding;
     case MismatchClass::Genuine: return false;
   }
   return false;

@@ -44,7 +44,8 @@ nlohmann::json report_json(const ComparisonReport& r) {
                  {"description", r.policy.description},
                  {"allow_ties", r.policy.allow_ties},
                  {"boundary_ulps", r.policy.boundary_ulps},
-                 {"allow_scale_propagated", r.policy.allow_scale_propagated}};
+                 {"allow_scale_propagated", r.policy.allow_scale_propagated},
+                 {"allow_library_rounding", r.policy.allow_library_rounding}};
   j["conformant"] = r.conformant;
   j["extra_in_actual"] = r.extra_in_actual;
   j["tensors"] = nlohmann::json::array();
@@ -60,8 +61,7 @@ nlohmann::json report_json(const ComparisonReport& r) {
     tj["allowed"] = t.allowed;
     tj["max_code_distance"] = t.max_code_distance;
     tj["max_ulp_distance"] = t.max_ulp_distance;
-    for (MismatchClass c : {MismatchClass::Tie, MismatchClass::NearBoundary, MismatchClass::ScalePropagated,
-                            MismatchClass::Genuine})
+    for (MismatchClass c : kMismatchClasses)
       tj["classes"][std::string(mismatch_class_name(c))] = t.by_class[static_cast<std::size_t>(c)];
     tj["block_size"] = t.block_size;
     if (t.mismatches)
@@ -108,15 +108,16 @@ std::string report_markdown(const ComparisonReport& r) {
     md += "\n";
   }
   md += "\n| tensor | dtype | elements | identical | mismatches | allowed | max code distance | max ulp distance | "
-        "tie | near-boundary | scale-propagated | genuine |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+        "tie | near-boundary | scale-propagated | library-rounding | genuine |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const TensorComparison& t : r.tensors) {
     if (!t.fault.empty()) {
-      md += fmt::format("| `{}` | {} | {} | **{}** | | | | | | | | |\n", t.name, t.dtype, t.elements, t.fault);
+      md += fmt::format("| `{}` | {} | {} | **{}** | | | | | | | | | |\n", t.name, t.dtype, t.elements, t.fault);
       continue;
     }
-    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", t.name, t.dtype, t.elements,
-                      t.identical, t.mismatches, t.allowed, t.max_code_distance, t.max_ulp_distance, t.by_class[0],
-                      t.by_class[1], t.by_class[2], t.by_class[3]);
+    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", t.name, t.dtype,
+                      t.elements, t.identical, t.mismatches, t.allowed, t.max_code_distance, t.max_ulp_distance,
+                      t.by_class[0], t.by_class[1], t.by_class[2], t.by_class[3], t.by_class[4]);
   }
   for (const TensorComparison& t : r.tensors) {
     if (t.first_mismatches.empty()) continue;

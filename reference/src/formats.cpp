@@ -9,6 +9,7 @@ std::string_view mismatch_class_name(MismatchClass c) {
     case MismatchClass::Tie: return "tie";
     case MismatchClass::NearBoundary: return "near-boundary";
     case MismatchClass::ScalePropagated: return "scale-propagated";
+    case MismatchClass::LibraryRounding: return "library-rounding";
     case MismatchClass::Genuine: return "genuine";
   }
   return "?";

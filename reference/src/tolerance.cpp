@@ -24,6 +24,7 @@ TolerancePolicy load_tolerance_policy(const std::string& name_or_path) {
     p.allow_ties = j.value("allow_ties", false);
     p.boundary_ulps = j.value("boundary_ulps", 0.0);
     p.allow_scale_propagated = j.value("allow_scale_propagated", false);
+    p.allow_library_rounding = j.value("allow_library_rounding", false);
     if (p.boundary_ulps < 0) throw std::runtime_error("boundary_ulps is negative");
     return p;
   } catch (const std::exception& e) {

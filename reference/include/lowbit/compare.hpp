@@ -41,7 +41,7 @@ struct TensorComparison {
   std::string fault;  // non-empty: not comparable (missing, other dtype or shape)
   std::uint64_t elements = 0, identical = 0, mismatches = 0, allowed = 0;
   std::uint64_t max_code_distance = 0, max_ulp_distance = 0;
-  std::array<std::uint64_t, 4> by_class{};  // indexed by MismatchClass
+  std::array<std::uint64_t, std::size(kMismatchClasses)> by_class{};  // indexed by MismatchClass
   std::size_t block_size = 0;
   BlockStats worst_block;
   std::vector<MismatchRecord> first_mismatches;

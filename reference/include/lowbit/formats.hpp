@@ -13,7 +13,10 @@
 
 namespace lowbit {
 
-enum class MismatchClass { Tie, NearBoundary, ScalePropagated, Genuine };
+enum class MismatchClass { Tie, NearBoundary, ScalePropagated, LibraryRounding, Genuine };
+inline constexpr MismatchClass kMismatchClasses[] = {MismatchClass::Tie, MismatchClass::NearBoundary,
+                                                     MismatchClass::ScalePropagated, MismatchClass::LibraryRounding,
+                                                     MismatchClass::Genuine};
 std::string_view mismatch_class_name(MismatchClass c);
 
 struct Explanation {

@@ -25,6 +25,29 @@ struct Moment {
 
 enum class TorchaoState { Codebook, Fp8 };
 
+// The per-step scalars of torchao's Adam, float32 as torch holds them.
+struct TorchaoAdamScalars {
+  float lr, wd, w1, w2, eps, bc1, sqrt_bc2;
+  bool adamw;
+};
+// Reference: torchao 0.18 optim/adam.py single_param_adam, the scalar part: Python floats rounded
+// to float32, 1 - beta in double then rounded, bias corrections 1 - powf(beta, step) (glibc powf).
+// `step` is the counter after this step's increment. sqrt_bc2_ulps moves sqrt(bc2) off its
+// correctly rounded value (0 for the reference; +-1 to explain torch's CPU sqrt).
+TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt_bc2_ulps = 0);
+
+struct TorchaoAdamElement {
+  float param, exp_avg, exp_avg_sq;  // the new parameter and the unquantized new moments
+};
+// Reference: torchao 0.18 optim/adam.py single_param_adam, one element: weight decay, the two lerps
+// as fused multiply-adds, denom = sqrt(v) / sqrt(bc2) + eps, p - lr * (m / bc1) / denom.
+// sqrt_v_ulps moves sqrt(v) off its correctly rounded value (0 for the reference).
+TorchaoAdamElement torchao_adam_element(float param, float grad, float exp_avg, float exp_avg_sq,
+                                        const TorchaoAdamScalars& s, int sqrt_v_ulps = 0);
+
+// Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap / subclass_fp8.py dequantize.
+std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t block_size);
+
 // Reference: torchao 0.18 optim/adam.py single_param_adam, eager semantics, on OptimState8bit /
 // OptimState4bit (Codebook) or OptimStateFp8 (Fp8) moments and a float32 parameter. step is the
 // float32 step counter, incremented here first as _AdamBase.step does.
