@@ -3,6 +3,7 @@
 // inputs, must equal the official outputs bit for bit.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <map>
 
 #include "lowbit/compare.hpp"
@@ -44,4 +45,21 @@ TEST_CASE("every golden case equals the reference bit for bit") {
   }
   MESSAGE("golden cases: " << manifest.files.size() << ", elements compared: " << elements
                             << ", explained by a library's rounding: " << library_rounding);
+}
+
+TEST_CASE("a parameter that no one-ulp sqrt explains is a genuine mismatch") {
+  const Manifest manifest = read_manifest(LOWBIT_GOLDEN_DIR);
+  const ManifestEntry* entry = nullptr;
+  for (const ManifestEntry& e : manifest.files)
+    if (e.format == "torchao.adam.codebook8") entry = &e;
+  REQUIRE(entry);
+  const Case expected = read_verified_case(LOWBIT_GOLDEN_DIR, *entry);
+  Case actual = run_reference(*find_format(expected.format()), expected);
+  std::vector<float> p = actual.require("param.next").f32();
+  for (int k = 0; k < 5; ++k) p[100] = std::nextafter(p[100], INFINITY);  // five ulps off: no sqrt rounding does that
+  actual.add(Tensor::from_f32("param.next", actual.require("param.next").shape, p));
+  const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy("torchao-cpu-eager"));
+  CHECK_FALSE(r.conformant);
+  for (const TensorComparison& t : r.tensors)
+    if (t.name == "param.next") CHECK(t.by_class[static_cast<std::size_t>(MismatchClass::Genuine)] >= 1);
 }

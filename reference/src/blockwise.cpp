@@ -35,6 +35,20 @@ float amax_propagating_nan(std::span<const float> block) {
 // torch's clip(min): NaN stays NaN.
 float clip_below(float v, float floor) { return std::isnan(v) ? v : std::max(v, floor); }
 
+// qmap[code] * scale[block], block by block (a tail block may be partial): the dequantization of
+// every codebook format.
+std::vector<float> lookup_times_scale(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                      std::span<const float> qmap, std::size_t block_size) {
+  if (scale.size() < (codes.size() + block_size - 1) / block_size) throw std::invalid_argument("too few scales for the codes");
+  std::vector<float> out(codes.size());
+  for (std::size_t start = 0, b = 0; start < codes.size(); start += block_size, ++b) {
+    const float s = scale[b];
+    const std::size_t end = std::min(start + block_size, codes.size());
+    for (std::size_t i = start; i < end; ++i) out[i] = qmap[codes[i]] * s;
+  }
+  return out;
+}
+
 }  // namespace
 
 Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size) {
@@ -53,9 +67,7 @@ Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap
 std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
                                       std::span<const float> qmap, std::size_t block_size) {
   require_whole_blocks(codes.size(), block_size);
-  std::vector<float> out(codes.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) out[i] = qmap[codes[i]] * scale[i / block_size];
-  return out;
+  return lookup_times_scale(codes, scale, qmap, block_size);
 }
 
 Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy) {
@@ -153,9 +165,7 @@ Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, st
 std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span<const float> absmax,
                                   std::span<const float> qmap, std::size_t block_size) {
   if (block_size == 0) throw std::invalid_argument("block size must be positive");
-  std::vector<float> out(codes.size());
-  for (std::size_t i = 0; i < codes.size(); ++i) out[i] = qmap[codes[i]] * absmax[i / block_size];
-  return out;
+  return lookup_times_scale(codes, absmax, qmap, block_size);
 }
 
 }  // namespace lowbit::blockwise
