@@ -158,13 +158,19 @@ std::uint64_t Tensor::bits_at(std::size_t i) const {
   return v;
 }
 
-float Tensor::value_as_float(std::size_t i) const {
-  switch (dtype) {
-    case DType::F32: return float_from_bits(static_cast<std::uint32_t>(bits_at(i)));
-    case DType::F16: return widen_f16(static_cast<std::uint16_t>(bits_at(i)));
-    case DType::BF16: return widen_bf16(static_cast<std::uint16_t>(bits_at(i)));
-    default: throw CaseError("tensor '" + name + "' is not a floating-point tensor");
+float float_of_bits(DType d, std::uint64_t bits) {
+  switch (d) {
+    case DType::F32: return float_from_bits(static_cast<std::uint32_t>(bits));
+    case DType::F16: return widen_f16(static_cast<std::uint16_t>(bits));
+    case DType::BF16: return widen_bf16(static_cast<std::uint16_t>(bits));
+    default: throw CaseError("dtype " + std::string(dtype_name(d)) + " is not a floating-point type");
   }
+}
+
+float Tensor::value_as_float(std::size_t i) const {
+  if (dtype != DType::F32 && dtype != DType::F16 && dtype != DType::BF16)
+    throw CaseError("tensor '" + name + "' is not a floating-point tensor");
+  return float_of_bits(dtype, bits_at(i));
 }
 
 Tensor Tensor::from_f32(std::string name, std::vector<std::int64_t> shape, std::span<const float> data) {

@@ -1,7 +1,6 @@
 #include "lowbit/compare.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "lowbit/float_bits.hpp"
@@ -45,13 +44,7 @@ void measure(const Tensor& t, std::uint64_t e, std::uint64_t a, MismatchRecord& 
                           ? kNoDistance
                           : static_cast<std::uint64_t>(std::abs(fp8::code_ordinal(ec) - fp8::code_ordinal(ac)));
   } else if (is_float(t.dtype)) {
-    Tensor one{t.name, t.dtype, {}, {}};
-    const std::size_t size = dtype_size(t.dtype);
-    one.bytes.resize(size);
-    std::memcpy(one.bytes.data(), &e, size);
-    const float ev = one.value_as_float(0);
-    std::memcpy(one.bytes.data(), &a, size);
-    const float av = one.value_as_float(0);
+    const float ev = float_of_bits(t.dtype, e), av = float_of_bits(t.dtype, a);
     m.expected_value = ev;
     m.actual_value = av;
     m.ulp_distance = float_distance(ev, av);

@@ -34,25 +34,11 @@ Tensor u8_tensor(const std::string& name, const std::vector<std::uint8_t>& v) {
   return Tensor::from_bytes(name, DType::U8, flat_shape(v.size()), v);
 }
 
-double ulp32(double m) {
-  int e = 0;
-  std::frexp(m, &e);
-  return std::ldexp(1.0, std::max(e - 24, -149));
-}
-
 // The normalized value the search saw: torchao divides by the scale, bitsandbytes multiplies by the
 // reciprocal of the absmax, FP8 divides by amax/448.
 using Normalize = float (*)(float x, float scale);
 float divide(float x, float scale) { return x / scale; }
 float times_reciprocal(float x, float absmax) { return x * (1.0f / absmax); }
-
-// A code mismatch between neighbouring codes is a tie or a near-boundary case when the normalized
-// input lies on, or next to, the exact midpoint of the two code values.
-Explanation explain_adjacent(double y, double lo_value, double hi_value) {
-  const double boundary = (lo_value + hi_value) / 2;
-  if (y == boundary) return {MismatchClass::Tie, 0};
-  return {MismatchClass::NearBoundary, std::fabs(y - boundary) / ulp32(std::fabs(boundary))};
-}
 
 struct CodeView {
   const Tensor* expected;
@@ -78,7 +64,7 @@ Explanation explain_codebook(const Case& e, const Case& a, std::size_t i, std::s
   const auto q = qmap->f32();
   if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
   const float y = normalize(input->value_as_float(i), scale->f32()[i / block]);
-  return explain_adjacent(y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
+  return explain_neighbours(y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
 }
 
 Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i, std::size_t block) {
@@ -91,7 +77,7 @@ Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i, std::
     return {};
   const float y = input->value_as_float(i) / scale->f32()[i / block];
   const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
-  return explain_adjacent(y, std::min(ve, va), std::max(ve, va));
+  return explain_neighbours(y, std::min(ve, va), std::max(ve, va));
 }
 
 // Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the

@@ -38,13 +38,6 @@ std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overf
   return {Tensor::from_bytes("codes", code_type, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
 }
 
-// binary32 ulp at magnitude m (the spacing of the binade holding m; 2^-149 below the normals).
-double ulp32(double m) {
-  int e = 0;
-  std::frexp(m, &e);
-  return std::ldexp(1.0, std::max(e - 24, -149));
-}
-
 template <class Format>
 Explanation explain_cast(const Case& expected, const Case& actual, const std::string&, std::size_t i) {
   const Tensor* want = expected.find("codes");
@@ -54,11 +47,8 @@ Explanation explain_cast(const Case& expected, const Case& actual, const std::st
   const std::uint8_t e = want->bytes[i], a = got->bytes[i];
   if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return {};
   if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return {};
-  // Neighbouring codes: the decision boundary between them is the midpoint of their values.
-  const double boundary = (double(fp8::decode<Format>(e)) + double(fp8::decode<Format>(a))) / 2;
-  const double x = input->value_as_float(i);
-  if (x == boundary) return {MismatchClass::Tie, 0};
-  return {MismatchClass::NearBoundary, std::fabs(x - boundary) / ulp32(std::fabs(boundary))};
+  const double ve = fp8::decode<Format>(e), va = fp8::decode<Format>(a);
+  return explain_neighbours(input->value_as_float(i), std::min(ve, va), std::max(ve, va));
 }
 
 template <class Format>

@@ -11,9 +11,7 @@ version of a package to see what that version changed).
     .venv/bin/python tools/export/export_codebook.py --out golden
     .venv/bin/python tools/export/export_codebook.py --out /tmp/g --diff-against golden
 """
-import argparse
 import sys
-from pathlib import Path
 
 import bitsandbytes
 import bitsandbytes.functional as bnbF
@@ -189,22 +187,12 @@ def export_bnb_blockwise(w: golden_io.Writer, maps: dict):
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (CPU native library)", seed, kind)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
-    ap.add_argument("--diff-against", type=Path, help="compare with this golden folder instead of writing")
-    args = ap.parse_args()
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-
-    w = golden_io.Writer(versions(), GENERATOR)
+def export_all(w: golden_io.Writer):
     torchao_maps, bnb_maps = export_tables(w)
     export_torchao_codebook(w, torchao_maps)
     export_torchao_fp8(w)
     export_bnb_blockwise(w, bnb_maps)
-    print(f"{len(w.entries)} cases from {versions()['torchao']}, {versions()['bnb']}", file=sys.stderr)
 
-    return golden_io.finish(w, args.out, args.diff_against)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(golden_io.run(__doc__, versions(), GENERATOR, export_all))

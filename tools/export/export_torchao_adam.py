@@ -9,9 +9,7 @@ steps. Each step is one case: the state before (inputs) and after (outputs, suff
     .venv/bin/python tools/export/export_torchao_adam.py --out golden
     .venv/bin/python tools/export/export_torchao_adam.py --out /tmp/g --diff-against golden
 """
-import argparse
 import sys
-from pathlib import Path
 
 import torch
 import torchao
@@ -87,18 +85,5 @@ def export(w: golden_io.Writer):
                       "torchao.optim.adam.single_param_adam (eager) on " + cls.__name__, seed, f"randn, step {k}")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
-    ap.add_argument("--diff-against", type=Path, help="compare with this golden folder instead of writing")
-    args = ap.parse_args()
-    torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(1)
-    w = golden_io.Writer({"torchao": f"torchao {torchao.__version__} ({TORCH})"}, GENERATOR)
-    export(w)
-    print(f"{len(w.entries)} cases from torchao {torchao.__version__} ({TORCH})", file=sys.stderr)
-    return golden_io.finish(w, args.out, args.diff_against)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(golden_io.run(__doc__, {"torchao": f"torchao {torchao.__version__} ({TORCH})"}, GENERATOR, export))

@@ -1,5 +1,6 @@
 """Shared by the golden exporters: deterministic safetensors bytes, the MANIFEST, and the
 write-or-compare step at the end of every export."""
+import argparse
 import hashlib
 import sys
 import json
@@ -60,6 +61,21 @@ def write_manifest(out: Path, entries: list):
     doc = {"files": [merged[k] for k in sorted(merged)], "version": 1}
     path.write_text(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
+
+
+def run(description: str, versions: dict, generator: str, export) -> int:
+    """The command line every exporter shares: --out DIR, or --diff-against DIR to compare instead
+    of writing. `export(writer)` adds the cases."""
+    ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
+    ap.add_argument("--diff-against", type=Path, help="compare with this golden folder instead of writing")
+    args = ap.parse_args()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    w = Writer(versions, generator)
+    export(w)
+    print(f"{len(w.entries)} cases from {', '.join(versions.values())}", file=sys.stderr)
+    return finish(w, args.out, args.diff_against)
 
 
 def finish(w: Writer, out: Path, diff_against: Path | None) -> int:

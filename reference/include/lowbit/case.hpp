@@ -21,6 +21,9 @@ std::string_view dtype_name(DType d);                     // safetensors spellin
 std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_size(DType d);
 
+// The value of a floating-point element (F32, F16, BF16) from its bit pattern; throws for other dtypes.
+float float_of_bits(DType d, std::uint64_t bits);
+
 struct CaseError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

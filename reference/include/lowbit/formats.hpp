@@ -24,6 +24,11 @@ struct Explanation {
   double boundary_ulps = 0;  // NearBoundary: distance of the quantizer's input from the boundary, binary32 ulps
 };
 
+// A mismatch between neighbouring codes whose values are lo < hi: a tie when the quantizer's
+// normalized input y lies exactly on their midpoint, else near-boundary with y's distance from it in
+// binary32 ulps (at the midpoint's binade).
+Explanation explain_neighbours(double y, double lo, double hi);
+
 struct FormatSpec {
   std::string name;         // source.family.variant
   std::string description;
