@@ -55,4 +55,31 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
                        Moment& exp_avg_sq, const AdamHyper& h, TorchaoState kind, std::size_t block_size,
                        const fp8::Policy& fp8_policy = fp8::torch_eager<fp8::E4M3FN>());
 
+// ---- bitsandbytes ------------------------------------------------------------------------------
+
+struct BnbAdamHyper {  // all Python floats in bitsandbytes' CPU kernel
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+};
+
+struct BnbAdamScalars {
+  float b1, w1, b2, w2, eps, c2, step_value, decay;
+  bool decays;
+};
+// Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("adam"),
+// the scalars: beta and 1 - beta as float32; c1 = 1 - beta1**step and c2 = sqrt(1 - beta2**step) in
+// double; the step value -lr / c1 and the decay factor 1 - lr * wd in double, then float32.
+BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step);
+
+// One element: m = fma(g, 1-b1, m*b1) (add_ with alpha is a fused multiply-add in ATen's CPU kernel),
+// v = fma((1-b2)*g, g, v*b2) (addcmul_, contracted by the compiler), the decay before the update,
+// p + ((-lr/c1) * m) / (sqrt(v) / c2 + eps) (addcdiv_). sqrt_v_ulps as for torchao.
+TorchaoAdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float exp_avg_sq,
+                                        const BnbAdamScalars& s, int sqrt_v_ulps = 0);
+
+// Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("adam"):
+// dequantize both states (qmap[code] * absmax), update, requantize with the CPU lookup-table
+// quantizer (block 256, partial tail). Moments carry the signed / unsigned dynamic maps.
+void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
+                       Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size = 256);
+
 }  // namespace lowbit::optimizer

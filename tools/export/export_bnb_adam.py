@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Golden cases for bitsandbytes' 8-bit block-wise Adam/AdamW step on the CPU.
+
+Calls the registered CPU kernel `torch.ops.bitsandbytes.optimizer_update_8bit_blockwise` (what
+`bnb.optim.Adam8bit` / `AdamW8bit` run for a CPU tensor of at least 4096 elements) on explicit
+states, for several consecutive steps. Each step is one case: the state before (inputs) and after
+(outputs, suffixed `.next`).
+
+    .venv/bin/python tools/export/export_bnb_adam.py --out golden
+    .venv/bin/python tools/export/export_bnb_adam.py --out /tmp/g --diff-against golden
+"""
+import sys
+
+import bitsandbytes
+import bitsandbytes.functional as bnbF
+import torch
+
+import golden_io
+
+GENERATOR = "tools/export/export_bnb_adam.py (lowbit 0.1.0)"
+STEPS = 4
+TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
+def export(w: golden_io.Writer):
+    qmap1 = bnbF.create_dynamic_map(signed=True).float()
+    qmap2 = bnbF.create_dynamic_map(signed=False).float()
+    settings = [  # (name, elements, weight decay, lr, seed); 4096 + 37 has a partial tail block
+        ("adamw", 4096, 1e-2, 1e-3, 21),
+        ("adam-wd0-tail", 4096 + 37, 0.0, 1e-3, 22),
+        ("adamw-lr1e-1", 4096, 1e-2, 1e-1, 23),
+    ]
+    for name, n, wd, lr, seed in settings:
+        g = torch.Generator().manual_seed(seed)
+        p = torch.randn(n, generator=g)
+        state1 = torch.zeros(n, dtype=torch.uint8)  # as Optimizer8bit.init_state creates them
+        state2 = torch.zeros(n, dtype=torch.uint8)
+        blocks = -(-n // 256)
+        absmax1 = torch.zeros(blocks)
+        absmax2 = torch.zeros(blocks)
+        for step in range(1, STEPS + 1):
+            grad = torch.randn(n, generator=g) * (10.0 ** -torch.randint(0, 4, (1,), generator=g).item())
+            grad[:5] = 0.0
+            grad[5] = -0.0
+            before = {"param": p.clone(), "grad": grad.clone(), "step": torch.tensor(step, dtype=torch.int64),
+                      "exp_avg.codes": state1.clone(), "exp_avg.scale": absmax1.clone(), "exp_avg.qmap": qmap1,
+                      "exp_avg_sq.codes": state2.clone(), "exp_avg_sq.scale": absmax2.clone(), "exp_avg_sq.qmap": qmap2}
+            torch.ops.bitsandbytes.optimizer_update_8bit_blockwise(
+                "adam", grad, p, state1, state2, 0.9, 0.999, 0.0, 0.0, 1e-8, step, lr, qmap1, qmap2,
+                absmax1, absmax2, wd, 1.0, False)
+            after = {"param.next": p.clone(), "exp_avg.codes.next": state1.clone(), "exp_avg.scale.next": absmax1.clone(),
+                     "exp_avg_sq.codes.next": state2.clone(), "exp_avg_sq.scale.next": absmax2.clone()}
+            params = {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": wd, "lr": lr, "block_size": 256}
+            w.add("bnb", "bnb.adam8bit.cpu", f"{name}.step{step}", {**before, **after}, params,
+                  "bitsandbytes backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'adam')",
+                  seed, f"randn, step {step}")
+
+
+if __name__ == "__main__":
+    sys.exit(golden_io.run(__doc__, {"bnb": f"bitsandbytes {bitsandbytes.__version__} ({TORCH})"}, GENERATOR, export))
