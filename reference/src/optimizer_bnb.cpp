@@ -21,7 +21,7 @@ BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step) {
   return s;
 }
 
-TorchaoAdamElement bnb_adam_cpu_element(float p, float g, float m_old, float v_old, const BnbAdamScalars& s,
+AdamElement bnb_adam_cpu_element(float p, float g, float m_old, float v_old, const BnbAdamScalars& s,
                                         int sqrt_v_ulps) {
   const float m = std::fma(g, s.w1, m_old * s.b1);      // mul_(beta1).add_(grad, alpha=1-beta1)
   const float v = std::fma(s.w2 * g, g, v_old * s.b2);  // mul_(beta2).addcmul_(grad, grad, value=1-beta2)
@@ -41,7 +41,7 @@ void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std:
   const auto v_old = blockwise::bnb_dequantize(exp_avg_sq.codes, exp_avg_sq.scale, exp_avg_sq.qmap, block_size);
   std::vector<float> m(param.size()), v(param.size());
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const TorchaoAdamElement e = bnb_adam_cpu_element(param[i], grad[i] * 1.0f, m_old[i], v_old[i], s);
+    const AdamElement e = bnb_adam_cpu_element(param[i], grad[i] * 1.0f, m_old[i], v_old[i], s);
     param[i] = e.param;
     m[i] = e.exp_avg;
     v[i] = e.exp_avg_sq;

@@ -55,7 +55,7 @@ TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt
   return s;
 }
 
-TorchaoAdamElement torchao_adam_element(float p, float g, float m_old, float v_old, const TorchaoAdamScalars& s,
+AdamElement torchao_adam_element(float p, float g, float m_old, float v_old, const TorchaoAdamScalars& s,
                                         int sqrt_v_ulps) {
   if (s.adamw) p = p - (s.lr * s.wd) * p;  // decoupled, on the pre-update parameter
   else g = g + s.wd * p;                    // L2 on the gradient
@@ -77,7 +77,7 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
   const std::vector<float> v_old = dequantize(exp_avg_sq, kind, block_size);
   std::vector<float> m(param.size()), v(param.size());
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const TorchaoAdamElement e = torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], s);
+    const AdamElement e = torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], s);
     param[i] = e.param;
     m[i] = e.exp_avg;
     v[i] = e.exp_avg_sq;

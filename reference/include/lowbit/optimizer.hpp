@@ -36,13 +36,13 @@ struct TorchaoAdamScalars {
 // correctly rounded value (0 for the reference; +-1 to explain torch's CPU sqrt).
 TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt_bc2_ulps = 0);
 
-struct TorchaoAdamElement {
+struct AdamElement {
   float param, exp_avg, exp_avg_sq;  // the new parameter and the unquantized new moments
 };
 // Reference: torchao 0.18 optim/adam.py single_param_adam, one element: weight decay, the two lerps
 // as fused multiply-adds, denom = sqrt(v) / sqrt(bc2) + eps, p - lr * (m / bc1) / denom.
 // sqrt_v_ulps moves sqrt(v) off its correctly rounded value (0 for the reference).
-TorchaoAdamElement torchao_adam_element(float param, float grad, float exp_avg, float exp_avg_sq,
+AdamElement torchao_adam_element(float param, float grad, float exp_avg, float exp_avg_sq,
                                         const TorchaoAdamScalars& s, int sqrt_v_ulps = 0);
 
 // Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap / subclass_fp8.py dequantize.
@@ -73,7 +73,7 @@ BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step);
 // One element: m = fma(g, 1-b1, m*b1) (add_ with alpha is a fused multiply-add in ATen's CPU kernel),
 // v = fma((1-b2)*g, g, v*b2) (addcmul_, contracted by the compiler), the decay before the update,
 // p + ((-lr/c1) * m) / (sqrt(v) / c2 + eps) (addcdiv_). sqrt_v_ulps as for torchao.
-TorchaoAdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float exp_avg_sq,
+AdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float exp_avg_sq,
                                         const BnbAdamScalars& s, int sqrt_v_ulps = 0);
 
 // Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("adam"):
