@@ -1,4 +1,5 @@
-// Registry entries of the fused optimizer steps: torchao Adam/AdamW on 8-bit, 4-bit and FP8 states.
+// Registry entries of the fused optimizer steps: torchao Adam/AdamW on 8-bit, 4-bit and FP8 states,
+// and bitsandbytes' 8-bit block-wise Adam as its CPU kernel computes it.
 // A case holds the state before the step (param, grad, step, lr, exp_avg.*, exp_avg_sq.*) and the
 // state after it (the same names with ".next").
 #include <stdexcept>
@@ -96,7 +97,7 @@ FormatSpec torchao_adam_format(const std::string& variant, bool fp8, std::size_t
     f.default_params["nan_encoding"] = "torch";
     f.default_params["nan_widening"] = "c10";
   }
-  // torch's CPU sqrt is not correctly rounded (MKL): the new parameter carries a documented budget
+  // torch's CPU sqrt is not correctly rounded (MKL): the new parameter may differ by a proven library rounding
   f.default_tolerance = "torch-cpu-eager";
   f.inputs = {"param", "grad", "step", "lr", "exp_avg.codes", "exp_avg.scale", "exp_avg_sq.codes", "exp_avg_sq.scale"};
   if (!fp8) {
