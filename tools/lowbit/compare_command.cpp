@@ -64,8 +64,8 @@ Subcommand add_compare_command(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       "compare",
       "Compare an actual case file with an expected one, bit for bit, tensor by tensor. Each mismatch gets its\n"
-      "code distance, ulp distance and class (tie, near-boundary, scale-propagated, genuine); the tolerance\n"
-      "policy decides which classes conform. Exit 0 conformant, 1 not, 2 unreadable input.");
+      "code distance, ulp distance and class (tie, near-boundary, scale-propagated, library-rounding, genuine);\n"
+      "the tolerance policy decides which classes conform. Exit 0 conformant, 1 not, 2 unreadable input.");
   auto o = std::make_shared<CompareOptions>();
   cmd->add_option("EXPECTED", o->expected, "Expected case (safetensors), e.g. a golden file")->required();
   cmd->add_option("ACTUAL", o->actual, "Actual case (safetensors), e.g. a kernel's dumped outputs")->required();

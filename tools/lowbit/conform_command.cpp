@@ -88,7 +88,8 @@ Subcommand add_conform_command(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       "conform",
       "Run the reference on the inputs of every golden case (hash-checked against MANIFEST.json) and compare\n"
-      "its outputs with the case's, bit for bit. Prints a summary per format; exit 0 only if all conform.");
+      "its outputs with the case's, bit for bit, under the format's default tolerance policy. Prints a summary\n"
+      "per format; exit 0 only if all conform.");
   auto o = std::make_shared<ConformOptions>();
   cmd->add_option("--golden", o->golden, "Folder holding MANIFEST.json and the case files")->capture_default_str();
   cmd->add_option("--format", o->format_glob, "Only formats matching this glob, e.g. 'torchao.*'")->capture_default_str();

@@ -55,7 +55,16 @@ std::string params_file_name(const nlohmann::json& params) {
   return sanitized(name.empty() ? "case" : name) + ".safetensors";
 }
 
+int list_formats() {
+  for (const FormatSpec& f : registered_formats()) {
+    fmt::print("{}\n  {}\n  reproduces: {}\n  params: {}; default tolerance: {}\n", f.name, f.description, f.provenance,
+               f.default_params.dump(), f.default_tolerance);
+  }
+  return kConformant;
+}
+
 int run_generate(const GenerateOptions& o) {
+  if (o.format == "list") return list_formats();
   const FormatSpec* spec = find_format(o.format);
   if (!spec) {
     std::string names;
@@ -76,6 +85,7 @@ int run_generate(const GenerateOptions& o) {
       throw UsageError(e.what());
     }
   }
+  if (o.out.empty()) throw UsageError("--out is required");
   const bool takes_input = std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
   if (takes_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
   if (!takes_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
@@ -148,13 +158,14 @@ Subcommand add_golden_command(CLI::App& parent) {
       "Write case files produced by the reference for a registered format, one per --input, into\n"
       "OUT/<format>/, and add them to OUT/MANIFEST.json (sha256, size, provenance).");
   auto g = std::make_shared<GenerateOptions>();
-  gen->add_option("--format", g->format, "Registered format name, e.g. fp8.e4m3fn.satfinite")->required();
+  gen->add_option("--format", g->format, "Registered format name, e.g. fp8.e4m3fn.satfinite; 'list' lists them all")
+      ->required();
   gen->add_option("--param", g->params, "Format parameter KEY=VALUE (repeatable), e.g. nan_encoding=ml_dtypes");
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges;\n"
                   "all take n (default 4096) and seed (default 1). Formats without an input (tables) take none");
-  gen->add_option("--out", g->out, "Output folder")->required();
+  gen->add_option("--out", g->out, "Output folder (required unless --format list)");
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
   auto dir = std::make_shared<std::string>(LOWBIT_GOLDEN_DIR);
