@@ -68,14 +68,13 @@ Explanation explain_param(const Case& expected, const Case& actual, const std::s
   const float v_old = optimizer::dequantize(read_moment(expected, "exp_avg_sq", fp8), kind, block)[i];
   const optimizer::AdamHyper h = hyper_from(expected, p);
   const float step = scalar(expected, "step") + 1.0f;
+  const float param = expected.require("param").value_as_float(i), grad = expected.require("grad").value_as_float(i);
   std::vector<float> candidates;
-  for (int sqrt_bc2 = -1; sqrt_bc2 <= 1; ++sqrt_bc2)
-    for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v) {
-      const auto s = optimizer::torchao_adam_scalars(h, step, sqrt_bc2);
-      candidates.push_back(optimizer::torchao_adam_element(expected.require("param").f32()[i],
-                                                           expected.require("grad").f32()[i], m_old, v_old, s, sqrt_v)
-                               .param);
-    }
+  for (int sqrt_bc2 = -1; sqrt_bc2 <= 1; ++sqrt_bc2) {
+    const auto s = optimizer::torchao_adam_scalars(h, step, sqrt_bc2);
+    for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v)
+      candidates.push_back(optimizer::torchao_adam_element(param, grad, m_old, v_old, s, sqrt_v).param);
+  }
   if (both_reproduced(expected.require("param.next").bits_at(i), got->bits_at(i), candidates))
     return {MismatchClass::LibraryRounding, 0};
   return {};
@@ -161,11 +160,10 @@ Explanation explain_bnb_param(const Case& expected, const Case& actual, const st
   const float m_old = blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block)[i];
   const float v_old = blockwise::bnb_dequantize(v.codes, v.scale, v.qmap, block)[i];
   const auto s = optimizer::bnb_adam_scalars(bnb_hyper_from(p), step_of(expected));
+  const float param = expected.require("param").value_as_float(i), grad = expected.require("grad").value_as_float(i);
   std::vector<float> candidates;
   for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v)
-    candidates.push_back(optimizer::bnb_adam_cpu_element(expected.require("param").f32()[i],
-                                                         expected.require("grad").f32()[i], m_old, v_old, s, sqrt_v)
-                             .param);
+    candidates.push_back(optimizer::bnb_adam_cpu_element(param, grad, m_old, v_old, s, sqrt_v).param);
   if (both_reproduced(expected.require("param.next").bits_at(i), got->bits_at(i), candidates))
     return {MismatchClass::LibraryRounding, 0};
   return {};
