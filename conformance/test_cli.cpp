@@ -114,3 +114,23 @@ TEST_CASE("sweep of bf16 writes a conformant report; golden generate, check and 
   CHECK(lowbit_cli("golden generate --format no.such --input edges --out " + (dir / "g")).code == 2);
   CHECK(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input gauss --out " + (dir / "g")).code == 2);
 }
+
+TEST_CASE("golden generate runs optimizer steps from a fresh state, each case starting where the last ended") {
+  TempDir dir;
+  const Run gen = lowbit_cli("golden generate --format bnb.adam8bit.cuda --input normal:n=300,std=0.1 --steps 2 --out " +
+                             (dir / "g"));
+  REQUIRE(gen.code == 0);
+  const std::string folder = dir / "g/bnb.adam8bit.cuda/";
+  const Case first = read_case(folder + "normal.n300.std0.1.step1.safetensors");
+  const Case second = read_case(folder + "normal.n300.std0.1.step2.safetensors");
+  for (const char* name : {"param", "exp_avg.codes", "exp_avg.scale", "exp_avg_sq.codes", "exp_avg_sq.scale"})
+    CHECK(second.require(name).bytes == first.require(std::string(name) + ".next").bytes);
+  CHECK(second.require("step").i64() == std::vector<std::int64_t>{2});
+  CHECK(second.require("grad").bytes != first.require("grad").bytes);  // a new gradient each step
+  CHECK(lowbit_cli("conform --golden " + (dir / "g")).code == 0);
+  // torchao quantizes only tensors of >= 4096 elements: the error says so and names the dense format
+  const Run small = lowbit_cli("golden generate --format torchao.adam.codebook8 --input normal:n=300 --out " + (dir / "g"));
+  CHECK(small.code == 2);
+  CHECK(small.output.find("torchao.adam.dense") != std::string::npos);
+  CHECK(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input edges --steps 2 --out " + (dir / "g")).code == 2);
+}

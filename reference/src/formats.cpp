@@ -57,6 +57,8 @@ Case run_reference(const FormatSpec& f, const Case& in) {
   out.origin = "reference " + f.name;
   out.metadata = in.metadata;
   for (const std::string& name : f.inputs) out.add(in.require(name));
+  for (const std::string& name : f.optional_inputs)
+    if (const Tensor* t = in.find(name)) out.add(*t);
   const nlohmann::json params = resolve_params(f, in.params());
   for (Tensor& t : f.run(out, params)) out.add(std::move(t));
   return out;

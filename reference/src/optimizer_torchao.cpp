@@ -1,28 +1,45 @@
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "lowbit/bf16_round.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/optimizer.hpp"
 
 namespace lowbit::optimizer {
 
-namespace {
-
-}  // namespace
-
 std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t block) {
-  return kind == TorchaoState::Fp8 ? blockwise::torchao_fp8_dequantize(m.codes, m.scale, block)
-                                   : blockwise::torchao_dequantize(m.codes, m.scale, m.qmap, block);
+  switch (kind) {
+    case TorchaoState::Fp8: return blockwise::torchao_fp8_dequantize(m.codes, m.scale, block);
+    case TorchaoState::Codebook: return blockwise::torchao_dequantize(m.codes, m.scale, m.qmap, block);
+    case TorchaoState::Dense: return m.values;
+  }
+  throw std::logic_error("dequantize: unknown state kind");
 }
 
 namespace {
 
-void quantize_into(Moment& m, std::span<const float> values, TorchaoState kind, std::size_t block,
-                   const fp8::Policy& policy) {
-  blockwise::Quantized q = kind == TorchaoState::Fp8 ? blockwise::torchao_fp8_quantize(values, block, policy)
-                                                     : blockwise::torchao_quantize(values, m.qmap, block);
+// The value a tensor of the parameter's dtype holds after copy_(x).
+float round_to(ParamDtype dtype, float x) {
+  return dtype == ParamDtype::BFloat16 ? widen_bf16(bf16_round_nearest_even(x)) : x;
+}
+
+// exp_avg.copy_(values): requantize a low-bit state with a fresh scale, or store a dense one.
+void store(Moment& m, std::span<const float> values, const TorchaoAdamOptions& o) {
+  if (o.kind == TorchaoState::Dense) {
+    m.values.resize(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) m.values[i] = round_to(o.param_dtype, values[i]);
+    return;
+  }
+  blockwise::Quantized q = o.kind == TorchaoState::Fp8
+                               ? blockwise::torchao_fp8_quantize(values, o.block_size, o.fp8_policy)
+                               : blockwise::torchao_quantize(values, m.qmap, o.block_size);
   m.codes = std::move(q.codes);
   m.scale = std::move(q.scale);
+}
+
+std::size_t state_size(const Moment& m, TorchaoState kind) {
+  return kind == TorchaoState::Dense ? m.values.size() : m.codes.size();
 }
 
 }  // namespace
@@ -56,34 +73,47 @@ TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt
 }
 
 AdamElement torchao_adam_element(float p, float g, float m_old, float v_old, const TorchaoAdamScalars& s,
-                                        int sqrt_v_ulps) {
+                                 int sqrt_v_ulps, const float* max_old) {
   if (s.adamw) p = p - (s.lr * s.wd) * p;  // decoupled, on the pre-update parameter
   else g = g + s.wd * p;                    // L2 on the gradient
   // torch.lerp with |weight| < 0.5: start + weight * (end - start), one fused rounding on the CPU
   const float m = std::fma(s.w1, g - m_old, m_old);
   const float v = std::fma(s.w2, g * g - v_old, v_old);
-  const float denom = step_ulps(std::sqrt(v), sqrt_v_ulps) / s.sqrt_bc2 + s.eps;
-  return {p - (s.lr * (m / s.bc1)) / denom, m, v};  // the unquantized moments update the parameter
+  // torch.maximum propagates a NaN from either side
+  const float v_max = max_old ? (std::isnan(*max_old) || std::isnan(v) ? NAN : std::max(*max_old, v)) : v;
+  const float denom = step_ulps(std::sqrt(v_max), sqrt_v_ulps) / s.sqrt_bc2 + s.eps;
+  return {p - (s.lr * (m / s.bc1)) / denom, m, v, v_max};  // the unquantized moments update the parameter
 }
 
 void torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,
-                       Moment& exp_avg_sq, const AdamHyper& h, TorchaoState kind, std::size_t block_size,
-                       const fp8::Policy& fp8_policy) {
-  if (grad.size() != param.size() || exp_avg.codes.size() != param.size() || exp_avg_sq.codes.size() != param.size())
+                       Moment& exp_avg_sq, Moment* max_exp_avg_sq, const AdamHyper& h,
+                       const TorchaoAdamOptions& o) {
+  const std::size_t n = param.size();
+  if (grad.size() != n || state_size(exp_avg, o.kind) != n || state_size(exp_avg_sq, o.kind) != n ||
+      (max_exp_avg_sq && state_size(*max_exp_avg_sq, o.kind) != n))
     throw std::invalid_argument("torchao_adam_step: param, grad and state sizes differ");
+  const bool stochastic = !o.stochastic_round_random.empty();
+  if (stochastic && (o.param_dtype != ParamDtype::BFloat16 || o.stochastic_round_random.size() != n))
+    throw std::invalid_argument("torchao_adam_step: stochastic rounding needs a bf16 parameter and one draw per element");
   step += 1.0f;  // a float32 counter: stops increasing at 2^24
   const TorchaoAdamScalars s = torchao_adam_scalars(h, step);
-  const std::vector<float> m_old = dequantize(exp_avg, kind, block_size);
-  const std::vector<float> v_old = dequantize(exp_avg_sq, kind, block_size);
-  std::vector<float> m(param.size()), v(param.size());
-  for (std::size_t i = 0; i < param.size(); ++i) {
-    const AdamElement e = torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], s);
-    param[i] = e.param;
+  const std::vector<float> m_old = dequantize(exp_avg, o.kind, o.block_size);
+  const std::vector<float> v_old = dequantize(exp_avg_sq, o.kind, o.block_size);
+  const std::vector<float> max_old = max_exp_avg_sq ? dequantize(*max_exp_avg_sq, o.kind, o.block_size)
+                                                    : std::vector<float>{};
+  std::vector<float> m(n), v(n), v_max(max_exp_avg_sq ? n : 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const AdamElement e =
+        torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], s, 0, max_exp_avg_sq ? &max_old[i] : nullptr);
+    param[i] = stochastic ? widen_bf16(bf16_stochastic_round(e.param, o.stochastic_round_random[i]))
+                          : round_to(o.param_dtype, e.param);
     m[i] = e.exp_avg;
     v[i] = e.exp_avg_sq;
+    if (max_exp_avg_sq) v_max[i] = e.max_exp_avg_sq;
   }
-  quantize_into(exp_avg, m, kind, block_size, fp8_policy);
-  quantize_into(exp_avg_sq, v, kind, block_size, fp8_policy);
+  store(exp_avg, m, o);
+  store(exp_avg_sq, v, o);
+  if (max_exp_avg_sq) store(*max_exp_avg_sq, v_max, o);
 }
 
 }  // namespace lowbit::optimizer

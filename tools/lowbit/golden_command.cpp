@@ -21,6 +21,7 @@ struct GenerateOptions {
   std::vector<std::string> params;  // K=V, V parsed as JSON when it parses, else taken as a string
   std::vector<std::string> inputs;
   std::string out;
+  int steps = 1;  // optimizer formats: consecutive steps, one case each
 };
 
 nlohmann::json parse_params(const std::vector<std::string>& items) {
@@ -63,6 +64,56 @@ int list_formats() {
   return kConformant;
 }
 
+// The same spec with another seed: the parameter draws seed, step k's gradient seed + k.
+InputSpec reseeded(const InputSpec& s, std::uint64_t seed) {
+  InputSpec r = s;
+  r.args["seed"] = std::to_string(seed);
+  return r;
+}
+
+// The case after a step as the next step's state: each "X.next" output becomes X; a format without
+// "step.next" (bitsandbytes: step is the update's own number) counts its int64 step up.
+Case advanced(const Case& done) {
+  Case next;
+  for (const Tensor& t : done.tensors)
+    if (!t.name.ends_with(".next") && !done.find(t.name + ".next")) next.add(t);
+  for (const Tensor& t : done.tensors) {
+    if (!t.name.ends_with(".next")) continue;
+    Tensor renamed = t;
+    renamed.name = t.name.substr(0, t.name.size() - 5);
+    next.add(std::move(renamed));
+  }
+  if (!done.find("step.next")) {
+    std::vector<std::int64_t> step = done.require("step").i64();
+    step[0] += 1;
+    next.add(Tensor::from_i64("step", done.require("step").shape, step));
+  }
+  return next;
+}
+
+// Optimizer formats: the parameter from the input spec, a fresh state, then `steps` steps with a
+// new gradient each (the spec reseeded), one case per step named <spec>.step<k>.
+template <typename WriteOne>
+void run_steps(const FormatSpec& spec, const nlohmann::json& params, const InputSpec& s, int steps, WriteOne& write_one) {
+  Case state;
+  try {
+    state = spec.fresh_state(generate_inputs(s, spec, params), params);
+  } catch (const std::runtime_error& e) {
+    throw UsageError(e.what());
+  }
+  std::string base = case_file_name(s);
+  base = base.substr(0, base.size() - std::string(".safetensors").size());
+  for (int k = 1; k <= steps; ++k) {
+    const InputSpec grad_spec = reseeded(s, s.seed() + static_cast<std::uint64_t>(k));
+    const std::vector<float> grad = generate_inputs(grad_spec, spec, params);
+    state.add(Tensor::from_f32("grad", state.require("param").shape, grad));
+    const std::string name = base + ".step" + std::to_string(k) + ".safetensors";
+    const std::string described = s.text + " (param; step " + std::to_string(k) + "'s gradient: the same spec with seed " +
+                                  std::to_string(grad_spec.seed()) + ")";
+    state = advanced(write_one(state, name, described, s.seed()));
+  }
+}
+
 int run_generate(const GenerateOptions& o) {
   if (o.format == "list") return list_formats();
   const FormatSpec* spec = find_format(o.format);
@@ -86,9 +137,12 @@ int run_generate(const GenerateOptions& o) {
     }
   }
   if (o.out.empty()) throw UsageError("--out is required");
-  const bool takes_input = std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
+  const bool optimizer = static_cast<bool>(spec->fresh_state);
+  const bool takes_input = optimizer || std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
   if (takes_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
   if (!takes_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
+  if (o.steps < 1) throw UsageError("--steps must be at least 1");
+  if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(o.out) / spec->name, ec);
   if (ec) throw UsageError("cannot create '" + o.out + "/" + spec->name + "': " + ec.message());
@@ -109,8 +163,15 @@ int run_generate(const GenerateOptions& o) {
     write_case((std::filesystem::path(o.out) / relative).string(), c);
     upsert(manifest, describe_case_file(o.out, relative));
     fmt::print("wrote {}/{}\n", o.out, relative);
+    return c;
   };
   if (!takes_input) write_one(Case{}, params_file_name(params), "none", 0);
+  if (optimizer) {
+    for (const InputSpec& s : specs) run_steps(*spec, params, s, o.steps, write_one);
+    write_manifest(o.out, manifest);
+    fmt::print("manifest {}/MANIFEST.json lists {} files\n", o.out, manifest.files.size());
+    return kConformant;
+  }
   for (const InputSpec& s : specs) {
     const std::vector<float> values = generate_inputs(s, *spec, params);
     Case in;
@@ -166,6 +227,10 @@ Subcommand add_golden_command(CLI::App& parent) {
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges;\n"
                   "all take n (default 4096) and seed (default 1). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");
+  gen->add_option("--steps", g->steps,
+                  "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"
+                  "steps, each with a gradient drawn by the same spec with seed + step, one case per step")
+      ->capture_default_str();
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
   auto dir = std::make_shared<std::string>(LOWBIT_GOLDEN_DIR);

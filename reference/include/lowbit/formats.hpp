@@ -4,6 +4,7 @@
 // verify) all go through it, so adding a format is one registration.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -35,6 +36,7 @@ struct FormatSpec {
   std::string provenance;   // library, version, file and function the reference reproduces
   nlohmann::json default_params = nlohmann::json::object();
   std::vector<std::string> inputs;   // tensors a case must carry for run()
+  std::vector<std::string> optional_inputs;  // tensors run() reads when the case's params ask for them
   std::vector<std::string> outputs;  // tensors run() produces
   std::string default_tolerance = "bit-exact";
   std::string scale_tensor;  // per-block scale, for "propagated from a scale mismatch" (empty: none)
@@ -47,6 +49,9 @@ struct FormatSpec {
   std::function<std::vector<float>(const Case& c)> dequantize;
   // Input tensors other than "input" that golden generate supplies (e.g. the default qmap).
   std::function<std::vector<Tensor>(const nlohmann::json& params)> auxiliary_inputs;
+  // Optimizer steps only: the case before a first step on this parameter (grad zero, step 0, fresh
+  // moments as the library creates them), for golden generate to run steps from.
+  std::function<Case(std::span<const float> param, const nlohmann::json& params)> fresh_state;
   // Inputs aimed at the format's boundaries (TestFloat style) for golden generate.
   std::function<std::vector<float>(const nlohmann::json& params)> edge_inputs;
 };

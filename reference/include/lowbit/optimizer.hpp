@@ -15,15 +15,31 @@ struct AdamHyper {
   bool adamw = true;  // decoupled weight decay (AdamW) or L2 on the gradient (Adam)
 };
 
-// One block-quantized moment: codes (one per element, 4-bit unpacked), per-block scale, and the qmap
-// for codebook states (empty for FP8 states).
+// One optimizer moment. Quantized states: codes (one per element, 4-bit unpacked), per-block scale,
+// and the qmap for codebook states (empty for FP8). Dense states (torchao's fallback for small
+// tensors): `values`, in the parameter's dtype (bf16 values are held widened to float).
 struct Moment {
   std::vector<std::uint8_t> codes;
   std::vector<float> scale;
   std::vector<float> qmap;
+  std::vector<float> values;
 };
 
-enum class TorchaoState { Codebook, Fp8 };
+// Dense: torchao's _new_buffer keeps a plain zeros_like(param) state when numel < 4096 or numel is
+// not a multiple of the block size.
+enum class TorchaoState { Codebook, Fp8, Dense };
+enum class ParamDtype { Float32, BFloat16 };
+
+// How torchao's step is set up besides the hyperparameters.
+struct TorchaoAdamOptions {
+  TorchaoState kind = TorchaoState::Codebook;
+  std::size_t block_size = 256;  // ignored for dense states
+  fp8::Policy fp8_policy = fp8::torch_eager<fp8::E4M3FN>();
+  ParamDtype param_dtype = ParamDtype::Float32;  // a bf16 parameter (and dense state) is rounded on write
+  // bf16_stochastic_round: torch.randint(0, 2^16) draws, one per element; empty means round to
+  // nearest even. Only for bf16 parameters.
+  std::span<const std::int32_t> stochastic_round_random = {};
+};
 
 // The per-step scalars of torchao's Adam, float32 as torch holds them.
 struct TorchaoAdamScalars {
@@ -38,22 +54,28 @@ TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt
 
 struct AdamElement {
   float param, exp_avg, exp_avg_sq;  // the new parameter and the unquantized new moments
+  float max_exp_avg_sq = 0.0f;       // AMSGrad only: maximum(old max, new exp_avg_sq), NaN propagating
 };
 // Reference: torchao 0.18 optim/adam.py single_param_adam, one element: weight decay, the two lerps
-// as fused multiply-adds, denom = sqrt(v) / sqrt(bc2) + eps, p - lr * (m / bc1) / denom.
+// as fused multiply-adds, AMSGrad's running maximum when max_old is given, denom = sqrt(v or max) /
+// sqrt(bc2) + eps, p - lr * (m / bc1) / denom (float32, before the write-back rounding).
 // sqrt_v_ulps moves sqrt(v) off its correctly rounded value (0 for the reference).
 AdamElement torchao_adam_element(float param, float grad, float exp_avg, float exp_avg_sq,
-                                        const TorchaoAdamScalars& s, int sqrt_v_ulps = 0);
+                                 const TorchaoAdamScalars& s, int sqrt_v_ulps = 0,
+                                 const float* max_exp_avg_sq = nullptr);
 
-// Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap / subclass_fp8.py dequantize.
+// Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap / subclass_fp8.py dequantize; a
+// dense state's values as they are.
 std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t block_size);
 
 // Reference: torchao 0.18 optim/adam.py single_param_adam, eager semantics, on OptimState8bit /
-// OptimState4bit (Codebook) or OptimStateFp8 (Fp8) moments and a float32 parameter. step is the
-// float32 step counter, incremented here first as _AdamBase.step does.
+// OptimState4bit (Codebook), OptimStateFp8 (Fp8) or plain (Dense) moments. step is the float32 step
+// counter, incremented here first as _AdamBase.step does. max_exp_avg_sq is AMSGrad's state (null
+// without AMSGrad; quantized with the unsigned map like exp_avg_sq). A bf16 parameter is passed
+// widened to float and comes back holding bf16 values.
 void torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,
-                       Moment& exp_avg_sq, const AdamHyper& h, TorchaoState kind, std::size_t block_size,
-                       const fp8::Policy& fp8_policy = fp8::torch_eager<fp8::E4M3FN>());
+                       Moment& exp_avg_sq, Moment* max_exp_avg_sq, const AdamHyper& h,
+                       const TorchaoAdamOptions& options);
 
 // ---- bitsandbytes ------------------------------------------------------------------------------
 
@@ -81,5 +103,27 @@ AdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float e
 // quantizer (block 256, partial tail). Moments carry the signed / unsigned dynamic maps.
 void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
                        Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size = 256);
+
+// ---- bitsandbytes CUDA, IEEE model ----------------------------------------------------------
+
+struct BnbCudaScalars {  // float32 as the kernel receives them (c_float) and derives them per launch
+  float b1, w1, b2, w2, eps, lr, wd, c2, step_size;
+};
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADAM), the
+// per-launch scalars with IEEE stand-ins for the fast-math intrinsics: 1 - beta as 1.0f - f32(beta)
+// (0x3DCCCCD0 for 0.9, not f32(0.1)); c1 = 1 - powf(beta1, step) and c2 = sqrtf(1 - powf(beta2, step))
+// (__powf in the kernel); step_size = (-lr * c2) / c1 (__fdividef in the kernel).
+BnbCudaScalars bnb_adam_cuda_scalars(const BnbAdamHyper& h, std::int32_t step);
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADAM), one
+// launch on a float32 parameter, modelled with IEEE arithmetic and every multiply-add contracted
+// as nvcc's default -fmad=true does: s2 = fma((1-b2) g, g, s2 b2), s1 = fma(s1, b1, (1-b1) g),
+// p = fma(step_size, s1 / fma(c2, eps, sqrt(s2)), p), then p = p * fma(-lr, wd, 1) (decay after the
+// update). A NaN or Inf gradient resets both moments to 0 and leaves p alone. The new absmax takes
+// every one of the block's 256 slots, tail padding included (state1 code 128, state2 code 0, grad
+// 0); requantization divides by it (bnb_cuda_search) and fixes state1's sign, wrapping 0 - 1 to 255.
+// Block 256. docs/formats/bnb-adam8bit.md lists what the real kernel's fast math changes.
+void bnb_adam_cuda_step(std::span<float> param, std::span<const float> grad, std::int32_t step, Moment& exp_avg,
+                        Moment& exp_avg_sq, const BnbAdamHyper& h);
 
 }  // namespace lowbit::optimizer

@@ -1,0 +1,158 @@
+// Optimizer steps: the behaviours the spec (codebook_and_fp8.md §4, T9-T28) states for the official
+// kernels and that the golden files cannot reach: bitsandbytes' CUDA kernel (no GPU here), edge
+// cases of torchao's bf16 stochastic rounding and float32 step counter. Expected values come from
+// the spec's reading of the official code, never from running the reference.
+#include <doctest/doctest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "lowbit/bf16_round.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/optimizer.hpp"
+
+using namespace lowbit;
+using optimizer::Moment;
+
+namespace {
+
+// A fresh bitsandbytes state of n elements: codes 0 and absmax 0 (signed map for state1).
+Moment fresh_bnb(std::size_t n, bool is_signed) {
+  Moment m;
+  m.codes.assign(n, 0);
+  m.scale.assign((n + 255) / 256, 0.0f);
+  m.qmap = is_signed ? codebook::signed8() : codebook::unsigned8();
+  return m;
+}
+
+struct BnbRun {
+  std::vector<float> param;
+  Moment m, v;
+};
+
+BnbRun bnb_cuda(std::vector<float> grad, std::int32_t step = 1, double wd = 0.0) {
+  BnbRun r{std::vector<float>(grad.size(), 1.0f), fresh_bnb(grad.size(), true), fresh_bnb(grad.size(), false)};
+  optimizer::BnbAdamHyper h;
+  h.weight_decay = wd;
+  optimizer::bnb_adam_cuda_step(r.param, grad, step, r.m, r.v, h);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("bnb CUDA: 1 - beta is computed from the float32 beta (T24)") {
+  const auto s = optimizer::bnb_adam_cuda_scalars({}, 1);
+  CHECK(bits_of(s.w1) == 0x3DCCCCD0u);
+  CHECK(bits_of(s.w2) == 0x3A831200u);
+  const auto t = optimizer::torchao_adam_scalars({}, 1.0f);
+  CHECK(bits_of(t.w1) == 0x3DCCCCCDu);
+  CHECK(bits_of(t.w2) == 0x3A83126Fu);
+}
+
+TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block to 255 (T9, T11, T22)") {
+  std::vector<float> grad(256, 0.5f);
+  grad[3] = 0.0f;   // s1 = -0*b1 + (1-b1)*0 = +0: code 127, sign matches
+  grad[4] = -0.0f;  // s1 = -0: searched to 127 (+0), the sign fix steps down to 126
+  const BnbRun r = bnb_cuda(grad);
+  CHECK(r.m.codes[3] == 127);
+  CHECK(r.m.codes[4] == 126);
+  CHECK(r.m.codes[0] == 255);  // the element equal to absmax
+  CHECK(r.v.codes[3] == 0);
+
+  const BnbRun zeros = bnb_cuda(std::vector<float>(256, 0.0f));  // s1 = +0, absmax 0: NaN -> code 0, 0 - 1 = 255
+  CHECK(zeros.m.scale[0] == 0.0f);
+  for (std::uint8_t c : zeros.m.codes) CHECK(c == 255);
+  for (std::uint8_t c : zeros.v.codes) CHECK(c == 0);
+  const BnbRun negative_zeros = bnb_cuda(std::vector<float>(256, -0.0f));  // s1 = -0 matches q[0]'s sign
+  for (std::uint8_t c : negative_zeros.m.codes) CHECK(c == 0);
+}
+
+TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the parameter (T16)") {
+  std::vector<float> grad(300, 0.25f);
+  grad[10] = NAN;
+  grad[11] = INFINITY;
+  grad[270] = -INFINITY;
+  const BnbRun r = bnb_cuda(grad, 1, 0.01);
+  for (std::size_t i : {10u, 11u, 270u}) {
+    CHECK(r.param[i] == 1.0f);  // neither the update nor the decay
+    CHECK(r.m.codes[i] == 127);  // s1 = +0 in a block with absmax > 0
+    CHECK(r.v.codes[i] == 0);
+  }
+  CHECK(r.param[12] != 1.0f);
+  CHECK(r.m.scale[0] == r.m.scale[1]);  // both blocks: absmax from the finite gradients only
+}
+
+TEST_CASE("bnb CUDA: the tail block's padding slots enter the new absmax (T13)") {
+  // 256 + 17 elements; step 1 fills both blocks, step 2 resets the tail's real elements (NaN
+  // gradients): only the padding, state1 code 128 scaled by the old absmax and decayed, remains.
+  std::vector<float> grad(273, 0.5f);
+  BnbRun r{std::vector<float>(273, 1.0f), fresh_bnb(273, true), fresh_bnb(273, false)};
+  optimizer::BnbAdamHyper h;
+  optimizer::bnb_adam_cuda_step(r.param, grad, 1, r.m, r.v, h);
+  const float tail_absmax = r.m.scale[1];
+  REQUIRE(tail_absmax > 0.0f);
+  for (std::size_t i = 256; i < 273; ++i) grad[i] = NAN;
+  optimizer::bnb_adam_cuda_step(r.param, grad, 2, r.m, r.v, h);
+  const float padding = r.m.qmap[128] * tail_absmax * static_cast<float>(h.beta1);  // + (1 - b1) * 0
+  CHECK(bits_of(r.m.scale[1]) == bits_of(padding));
+  CHECK(r.v.scale[1] == 0.0f);  // state2 pads with code 0: q2[0] = 0
+  // a full block whose gradients are all reset has no padding: its absmax becomes 0
+  std::vector<float> nan_block(256, NAN);
+  const BnbRun full = bnb_cuda(nan_block);
+  CHECK(full.m.scale[0] == 0.0f);
+}
+
+TEST_CASE("bnb CUDA: decoupled weight decay after the update") {
+  const BnbRun plain = bnb_cuda(std::vector<float>(256, 0.5f), 1, 0.0);
+  const BnbRun decayed = bnb_cuda(std::vector<float>(256, 0.5f), 1, 0.5);
+  const float factor = std::fma(-1e-3f, 0.5f, 1.0f);
+  CHECK(bits_of(decayed.param[0]) == bits_of(plain.param[0] * factor));
+}
+
+TEST_CASE("bf16 stochastic rounding: draw against the low 16 bits (T27)") {
+  const float x = float_from_bits(0x3F80'0001u);  // fraction 1
+  CHECK(bf16_stochastic_round(x, 0) == 0x3F81);       // r = 0 < fraction: away from zero
+  CHECK(bf16_stochastic_round(x, 1) == 0x3F80);       // r = fraction: truncate
+  CHECK(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFF) == 0xBF80);  // r = 0xFFFF never rounds up
+  CHECK(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFE) == 0xBF81);  // away from zero, negative
+  for (std::int32_t r : {0, 1234, 0xFFFF}) CHECK(bf16_stochastic_round(1.5f, r) == 0x3FC0);  // exact: always
+  CHECK(bf16_stochastic_round(float_from_bits(0x7F80'0001u), 0xFFFF) == 0x7F80);  // NaN, low payload: +Inf
+  CHECK(bf16_stochastic_round(FLT_MAX, 0) == 0x7F80);                            // FLT_MAX up to Inf
+  CHECK(bf16_stochastic_round(FLT_MAX, 0xFFFF) == 0x7F7F);
+}
+
+TEST_CASE("bf16 nearest-even write-back: ties to even, overflow to Inf") {
+  CHECK(bf16_round_nearest_even(float_from_bits(0x3F80'8000u)) == 0x3F80);  // tie, even stays
+  CHECK(bf16_round_nearest_even(float_from_bits(0x3F81'8000u)) == 0x3F82);  // tie, odd goes up
+  CHECK(bf16_round_nearest_even(float_from_bits(0x3F80'8001u)) == 0x3F81);
+  CHECK(bf16_round_nearest_even(FLT_MAX) == 0x7F80);
+}
+
+TEST_CASE("torchao: the float32 step counter stops at 2^24 (T23)") {
+  std::vector<float> param(4, 1.0f), grad(4, 0.1f);
+  Moment m, v;
+  m.values.assign(4, 0.0f);
+  v.values.assign(4, 0.0f);
+  optimizer::TorchaoAdamOptions o;
+  o.kind = optimizer::TorchaoState::Dense;
+  float step = 16777216.0f;
+  optimizer::torchao_adam_step(param, grad, step, m, v, nullptr, {}, o);
+  CHECK(step == 16777216.0f);
+}
+
+TEST_CASE("torchao: stochastic rounding needs a bf16 parameter and one draw per element") {
+  std::vector<float> param(4, 1.0f), grad(4, 0.1f);
+  Moment m, v;
+  m.values.assign(4, 0.0f);
+  v.values.assign(4, 0.0f);
+  const std::vector<std::int32_t> draws(3, 0);
+  optimizer::TorchaoAdamOptions o;
+  o.kind = optimizer::TorchaoState::Dense;
+  o.param_dtype = optimizer::ParamDtype::BFloat16;
+  o.stochastic_round_random = draws;
+  float step = 0.0f;
+  CHECK_THROWS_AS(optimizer::torchao_adam_step(param, grad, step, m, v, nullptr, {}, o), std::invalid_argument);
+}

@@ -1,0 +1,137 @@
+// Registry entries of bitsandbytes' 8-bit block-wise Adam: as its CPU kernel computes it, and an
+// IEEE model of its CUDA kernel. A case holds the state before the step (param, grad, step,
+// exp_avg.*, exp_avg_sq.*) and after it (the same names with ".next").
+#include "formats_optimizer_io.hpp"
+#include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/optimizer.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using namespace optimizer_io;
+
+optimizer::BnbAdamHyper bnb_hyper_from(const nlohmann::json& p) {
+  optimizer::BnbAdamHyper h;
+  h.lr = p.at("lr").get<double>();
+  h.beta1 = p.at("beta1").get<double>();
+  h.beta2 = p.at("beta2").get<double>();
+  h.eps = p.at("eps").get<double>();
+  h.weight_decay = p.at("weight_decay").get<double>();
+  return h;
+}
+
+std::int64_t step_of(const Case& in) {
+  const std::vector<std::int64_t> v = in.require("step").i64();
+  if (v.size() != 1) throw CaseError(in.origin + ": tensor 'step' must hold one value");
+  return v[0];
+}
+
+// As for torchao: a differing new parameter is a library rounding when both sides are values the
+// reference computes with torch's CPU sqrt(v) correctly rounded or one ulp off.
+Explanation explain_bnb_param(const Case& expected, const Case& actual, const std::string& tensor, std::size_t i) {
+  const Tensor* got = actual.find("param.next");
+  if (tensor != "param.next" || !got || got->dtype != DType::F32 || i >= got->element_count()) return {};
+  const nlohmann::json p = resolve_params(*find_format(expected.format()), expected.params());
+  const auto block = p.at("block_size").get<std::size_t>();
+  const optimizer::Moment m = read_moment(expected, "exp_avg", false), v = read_moment(expected, "exp_avg_sq", false);
+  const float m_old = blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block)[i];
+  const float v_old = blockwise::bnb_dequantize(v.codes, v.scale, v.qmap, block)[i];
+  const auto s = optimizer::bnb_adam_scalars(bnb_hyper_from(p), step_of(expected));
+  const float param = expected.require("param").value_as_float(i), grad = expected.require("grad").value_as_float(i);
+  std::vector<std::uint64_t> candidates;
+  for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v)
+    candidates.push_back(bits_of(optimizer::bnb_adam_cpu_element(param, grad, m_old, v_old, s, sqrt_v).param));
+  if (both_reproduced(expected.require("param.next").bits_at(i), got->bits_at(i), candidates))
+    return {MismatchClass::LibraryRounding, 0};
+  return {};
+}
+
+// bitsandbytes' state initialization: codes 0 and absmax 0 for both states, one absmax per 256
+// elements (partial tail); "step" is the step the update uses, 1 for the first.
+Case bnb_fresh_state(std::span<const float> param) {
+  const std::size_t n = param.size(), blocks = (n + 255) / 256;
+  Case c;
+  c.add(Tensor::from_f32("param", flat(n), param));
+  c.add(Tensor::from_f32("grad", flat(n), std::vector<float>(n, 0.0f)));
+  c.add(Tensor::from_i64("step", {}, std::vector<std::int64_t>{1}));
+  const std::vector<std::uint8_t> zeros(n, 0);
+  for (const std::string name : {"exp_avg", "exp_avg_sq"}) {
+    c.add(Tensor::from_bytes(name + ".codes", DType::U8, flat(n), zeros));
+    c.add(Tensor::from_f32(name + ".scale", flat(blocks), std::vector<float>(blocks, 0.0f)));
+    const std::vector<float> qmap = name == "exp_avg" ? codebook::signed8() : codebook::unsigned8();
+    c.add(Tensor::from_f32(name + ".qmap", flat(256), qmap));
+  }
+  return c;
+}
+
+FormatSpec bnb_adam_format(const std::string& name) {
+  FormatSpec f;
+  f.name = name;
+  f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"lr", 1e-3}};
+  f.inputs = {"param", "grad", "step", "exp_avg.codes", "exp_avg.scale", "exp_avg.qmap", "exp_avg_sq.codes",
+              "exp_avg_sq.scale", "exp_avg_sq.qmap"};
+  f.outputs = {"param.next", "exp_avg.codes.next", "exp_avg.scale.next", "exp_avg_sq.codes.next", "exp_avg_sq.scale.next"};
+  f.fresh_state = [](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param); };
+  return f;
+}
+
+std::vector<Tensor> outputs_of(const Case& in, const std::vector<float>& param, const optimizer::Moment& m,
+                               const optimizer::Moment& v) {
+  std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param)};
+  write_moment(out, "exp_avg", m, false);
+  write_moment(out, "exp_avg_sq", v, false);
+  return out;
+}
+
+FormatSpec bnb_adam_cpu_format() {
+  FormatSpec f = bnb_adam_format("bnb.adam8bit.cpu");
+  f.description = "one bitsandbytes 8-bit block-wise Adam/AdamW step as its CPU kernel computes it: dequantize, "
+                  "moments with ATen's fused add/addcmul, decoupled weight decay before the update, requantize with "
+                  "the CPU lookup table (block 256, partial tail)";
+  f.provenance = "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'adam')";
+  f.default_params["block_size"] = 256;
+  f.default_tolerance = "torch-cpu-eager";
+  f.run = [](const Case& in, const nlohmann::json& p) {
+    std::vector<float> param = in.require("param").f32();
+    optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
+    optimizer::bnb_adam_cpu_step(param, in.require("grad").f32(), step_of(in), m, v, bnb_hyper_from(p),
+                                 p.at("block_size").get<std::size_t>());
+    return outputs_of(in, param, m, v);
+  };
+  f.explain = explain_bnb_param;
+  return f;
+}
+
+FormatSpec bnb_adam_cuda_format() {
+  FormatSpec f = bnb_adam_format("bnb.adam8bit.cuda");
+  f.description = "one bitsandbytes 8-bit block-wise Adam/AdamW step as its CUDA kernel computes it, with IEEE "
+                  "arithmetic for the fast-math intrinsics: NaN/Inf gradients reset the moments, decay after the "
+                  "update, absmax over all 256 slots (tail padding included), sign fix with the 255 wrap";
+  f.provenance = "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADAM, float32, block 256)";
+  // The real kernel's __powf, __fdividef and approximate sqrt are not modelled: codes may differ at
+  // ties and near boundaries; the parameter's tolerance is unset until a GPU measures it.
+  f.default_tolerance = "bnb-cuda";
+  f.run = [](const Case& in, const nlohmann::json& p) {
+    std::vector<float> param = in.require("param").f32();
+    optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
+    const std::int64_t step = step_of(in);
+    if (step < 1 || step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
+    optimizer::bnb_adam_cuda_step(param, in.require("grad").f32(), static_cast<std::int32_t>(step), m, v,
+                                  bnb_hyper_from(p));
+    return outputs_of(in, param, m, v);
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_bnb_optimizer_formats(std::vector<FormatSpec>& out) {
+  out.push_back(bnb_adam_cpu_format());
+  out.push_back(bnb_adam_cuda_format());
+}
+
+}  // namespace lowbit

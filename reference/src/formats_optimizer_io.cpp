@@ -1,0 +1,52 @@
+#include "formats_optimizer_io.hpp"
+
+#include <algorithm>
+
+#include "lowbit/float_bits.hpp"
+
+namespace lowbit::optimizer_io {
+
+float scalar(const Case& in, const std::string& name) {
+  const std::vector<float> v = in.require(name).f32();
+  if (v.size() != 1) throw CaseError(in.origin + ": tensor '" + name + "' must hold one value");
+  return v[0];
+}
+
+optimizer::Moment read_moment(const Case& in, const std::string& prefix, bool fp8) {
+  optimizer::Moment m;
+  m.codes = in.require(prefix + ".codes").u8();
+  m.scale = in.require(prefix + ".scale").f32();
+  if (!fp8) m.qmap = in.require(prefix + ".qmap").f32();
+  return m;
+}
+
+void write_moment(std::vector<Tensor>& out, const std::string& prefix, const optimizer::Moment& m, bool fp8) {
+  out.push_back(Tensor::from_bytes(prefix + ".codes.next", fp8 ? DType::F8_E4M3 : DType::U8, flat(m.codes.size()), m.codes));
+  out.push_back(Tensor::from_f32(prefix + ".scale.next", flat(m.scale.size()), m.scale));
+}
+
+std::vector<float> widened(const Tensor& t) {
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
+    throw CaseError("tensor '" + t.name + "' must be F32 or BF16, not " + std::string(dtype_name(t.dtype)));
+  std::vector<float> out(t.element_count());
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.value_as_float(i);
+  return out;
+}
+
+Tensor narrowed(std::string name, const Tensor& like, const std::vector<float>& values) {
+  if (like.dtype == DType::F32) return Tensor::from_f32(std::move(name), like.shape, values);
+  std::vector<std::uint8_t> bytes(values.size() * 2);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint32_t upper = bits_of(values[i]) >> 16;  // the values hold bf16 exactly
+    bytes[2 * i] = static_cast<std::uint8_t>(upper);
+    bytes[2 * i + 1] = static_cast<std::uint8_t>(upper >> 8);
+  }
+  return Tensor::from_bytes(std::move(name), DType::BF16, like.shape, bytes);
+}
+
+bool both_reproduced(std::uint64_t expected_bits, std::uint64_t actual_bits, const std::vector<std::uint64_t>& candidates) {
+  auto reproduced = [&](std::uint64_t bits) { return std::ranges::find(candidates, bits) != candidates.end(); };
+  return reproduced(expected_bits) && reproduced(actual_bits);
+}
+
+}  // namespace lowbit::optimizer_io

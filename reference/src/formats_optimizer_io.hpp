@@ -1,0 +1,30 @@
+#pragma once
+// Helpers shared by the optimizer formats' registry entries: reading a case's moments and scalars,
+// writing the new state, and the library-rounding test for a differing parameter.
+#include <string>
+#include <vector>
+
+#include "lowbit/case.hpp"
+#include "lowbit/optimizer.hpp"
+
+namespace lowbit::optimizer_io {
+
+inline std::vector<std::int64_t> flat(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
+
+// A one-element float tensor's value; CaseError naming the tensor otherwise.
+float scalar(const Case& in, const std::string& name);
+
+// A quantized moment: <prefix>.codes, <prefix>.scale and, for codebooks, <prefix>.qmap.
+optimizer::Moment read_moment(const Case& in, const std::string& prefix, bool fp8);
+void write_moment(std::vector<Tensor>& out, const std::string& prefix, const optimizer::Moment& m, bool fp8);
+
+// A float32 or bf16 tensor's elements widened to float.
+std::vector<float> widened(const Tensor& t);
+// values (exactly representable in like's dtype) as a tensor of like's dtype and shape.
+Tensor narrowed(std::string name, const Tensor& like, const std::vector<float>& values);
+
+// Both the expected and the actual bit patterns are among the candidates: the two sides differ only
+// in how one operation the candidates vary (torch's CPU sqrt) rounded.
+bool both_reproduced(std::uint64_t expected_bits, std::uint64_t actual_bits, const std::vector<std::uint64_t>& candidates);
+
+}  // namespace lowbit::optimizer_io

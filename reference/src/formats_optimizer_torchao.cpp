@@ -1,0 +1,227 @@
+// Registry entries of torchao's Adam/AdamW step: on 8-bit, 4-bit and FP8 states, and on the dense
+// states torchao keeps for small tensors. A case holds the state before the step (param, grad, step,
+// lr, the moments) and after it (the same names with ".next"). Params `amsgrad` and
+// `bf16_stochastic_round` add the max_exp_avg_sq moment and the sr_random draws (int32, one per
+// element). The parameter, grad and dense states are F32 or BF16, as torch held them.
+#include <stdexcept>
+
+#include "formats_optimizer_io.hpp"
+#include "lowbit/bf16_round.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/optimizer.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using optimizer::TorchaoState;
+using namespace optimizer_io;
+
+const char* const kMoments[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+
+optimizer::AdamHyper hyper_from(const Case& in, const nlohmann::json& p) {
+  optimizer::AdamHyper h;
+  h.lr = scalar(in, "lr");
+  h.beta1 = p.at("beta1").get<double>();
+  h.beta2 = p.at("beta2").get<double>();
+  h.eps = p.at("eps").get<double>();
+  h.weight_decay = p.at("weight_decay").get<double>();
+  h.adamw = p.at("adamw").get<bool>();
+  return h;
+}
+
+optimizer::TorchaoAdamOptions options_from(const Case& in, const nlohmann::json& p, TorchaoState kind) {
+  optimizer::TorchaoAdamOptions o;
+  o.kind = kind;
+  if (kind != TorchaoState::Dense) o.block_size = p.at("block_size").get<std::size_t>();
+  if (kind == TorchaoState::Fp8) {
+    const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
+    const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
+    if (!overflow || !nan) throw std::runtime_error("bad overflow or nan_encoding parameter");
+    o.fp8_policy = {*overflow, *nan};
+  }
+  if (p.at("amsgrad").get<bool>() && kind != TorchaoState::Dense)
+    throw std::runtime_error("amsgrad on quantized states has no official behaviour to reproduce: torchao 0.18 raises "
+                             "NotImplementedError there (aten.maximum on its state subclass); only dense states run it");
+  const Tensor& param = in.require("param");
+  if (param.dtype != DType::F32 && param.dtype != DType::BF16)
+    throw CaseError(in.origin + ": tensor 'param' must be F32 or BF16");
+  o.param_dtype = param.dtype == DType::BF16 ? optimizer::ParamDtype::BFloat16 : optimizer::ParamDtype::Float32;
+  return o;
+}
+
+optimizer::Moment read_state(const Case& in, const std::string& name, TorchaoState kind) {
+  if (kind != TorchaoState::Dense) return read_moment(in, name, kind == TorchaoState::Fp8);
+  optimizer::Moment m;
+  m.values = widened(in.require(name));
+  return m;
+}
+
+void write_state(std::vector<Tensor>& out, const Case& in, const std::string& name, const optimizer::Moment& m,
+                 TorchaoState kind) {
+  if (kind == TorchaoState::Dense) out.push_back(narrowed(name + ".next", in.require(name), m.values));
+  else write_moment(out, name, m, kind == TorchaoState::Fp8);
+}
+
+std::vector<std::string> state_tensors(const std::string& name, TorchaoState kind) {
+  if (kind == TorchaoState::Dense) return {name};
+  std::vector<std::string> t = {name + ".codes", name + ".scale"};
+  if (kind == TorchaoState::Codebook) t.push_back(name + ".qmap");
+  return t;
+}
+
+std::vector<std::int32_t> random_draws(const Case& in, const nlohmann::json& p) {
+  return p.at("bf16_stochastic_round").get<bool>() ? in.require("sr_random").i32() : std::vector<std::int32_t>{};
+}
+
+// The new parameter as the step writes it: RNE into its dtype, or the stochastic rounding's draw.
+float written(float p32, optimizer::ParamDtype dtype, const std::vector<std::int32_t>& draws, std::size_t i) {
+  if (!draws.empty()) return widen_bf16(bf16_stochastic_round(p32, draws[i]));
+  return dtype == optimizer::ParamDtype::BFloat16 ? widen_bf16(bf16_round_nearest_even(p32)) : p32;
+}
+
+// A differing new parameter is a library rounding when both the expected and the actual bits are
+// values the reference computes with torch's CPU sqrt (MKL, not correctly rounded) taken as the
+// correctly rounded root or one ulp off it, for sqrt(v) or sqrt(bc2) or both.
+Explanation explain_param(const Case& expected, const Case& actual, const std::string& tensor, std::size_t i,
+                          TorchaoState kind) {
+  const Tensor* got = actual.find("param.next");
+  const Tensor& want = expected.require("param.next");
+  if (tensor != "param.next" || !got || got->dtype != want.dtype || i >= got->element_count()) return {};
+  const nlohmann::json p = resolve_params(*find_format(expected.format()), expected.params());
+  const optimizer::TorchaoAdamOptions o = options_from(expected, p, kind);
+  const float m_old = optimizer::dequantize(read_state(expected, "exp_avg", kind), kind, o.block_size)[i];
+  const float v_old = optimizer::dequantize(read_state(expected, "exp_avg_sq", kind), kind, o.block_size)[i];
+  float max_old = 0.0f;
+  const bool amsgrad = p.at("amsgrad").get<bool>();
+  if (amsgrad) max_old = optimizer::dequantize(read_state(expected, "max_exp_avg_sq", kind), kind, o.block_size)[i];
+  const std::vector<std::int32_t> draws = random_draws(expected, p);
+  const optimizer::AdamHyper h = hyper_from(expected, p);
+  const float step = scalar(expected, "step") + 1.0f;
+  const float param = expected.require("param").value_as_float(i), grad = expected.require("grad").value_as_float(i);
+  std::vector<std::uint64_t> candidates;
+  for (int sqrt_bc2 = -1; sqrt_bc2 <= 1; ++sqrt_bc2) {
+    const auto s = optimizer::torchao_adam_scalars(h, step, sqrt_bc2);
+    for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v) {
+      const float p32 =
+          optimizer::torchao_adam_element(param, grad, m_old, v_old, s, sqrt_v, amsgrad ? &max_old : nullptr).param;
+      const std::uint32_t bits = bits_of(written(p32, o.param_dtype, draws, i));
+      candidates.push_back(want.dtype == DType::BF16 ? bits >> 16 : bits);
+    }
+  }
+  if (both_reproduced(want.bits_at(i), got->bits_at(i), candidates)) return {MismatchClass::LibraryRounding, 0};
+  return {};
+}
+
+std::string state_class(TorchaoState kind, const std::string& variant) {
+  switch (kind) {
+    case TorchaoState::Fp8: return "subclass_fp8.py OptimStateFp8";
+    case TorchaoState::Dense: return "adam.py _new_buffer's zeros_like(p) (numel < 4096 or not a multiple of the block)";
+    case TorchaoState::Codebook: break;
+  }
+  return variant == "codebook8" ? "subclass_8bit.py OptimState8bit" : "subclass_4bit.py OptimState4bit";
+}
+
+// torchao's _new_buffer and its subclasses' zeros(): codes 0 and scale 0 (the signed map's code 0
+// dequantizes to -0.0), FP8 codes 0x00, or a dense zeros_like(param).
+Case torchao_fresh_state(std::span<const float> param, const nlohmann::json& p, TorchaoState kind,
+                         const std::string& variant) {
+  const std::size_t n = param.size();
+  Case c;
+  c.add(Tensor::from_f32("param", flat(n), param));
+  c.add(Tensor::from_f32("grad", flat(n), std::vector<float>(n, 0.0f)));
+  c.add(Tensor::from_f32("step", {}, std::vector<float>{0.0f}));
+  c.add(Tensor::from_f32("lr", {}, std::vector<float>{1e-3f}));
+  std::vector<std::string> moments = {"exp_avg", "exp_avg_sq"};
+  if (p.at("amsgrad").get<bool>()) moments.push_back("max_exp_avg_sq");
+  for (const std::string& name : moments) {
+    if (kind == TorchaoState::Dense) {
+      c.add(Tensor::from_f32(name, flat(n), std::vector<float>(n, 0.0f)));
+      continue;
+    }
+    const auto block = p.at("block_size").get<std::size_t>();
+    if (n < 4096 || block == 0 || n % block != 0)
+      throw std::runtime_error("torchao quantizes a state only when numel >= 4096 and a multiple of block_size (" +
+                               std::to_string(n) + " elements, block " + std::to_string(block) +
+                               "); torchao.adam.dense is what it uses otherwise");
+    const std::vector<std::uint8_t> zeros(n, 0);
+    c.add(Tensor::from_bytes(name + ".codes", kind == TorchaoState::Fp8 ? DType::F8_E4M3 : DType::U8, flat(n), zeros));
+    c.add(Tensor::from_f32(name + ".scale", flat(n / block), std::vector<float>(n / block, 0.0f)));
+    if (kind == TorchaoState::Codebook) {
+      const bool is_signed = name == "exp_avg", four = variant == "codebook4";
+      const std::vector<float> qmap = four ? (is_signed ? codebook::torchao_signed4() : codebook::torchao_unsigned4())
+                                           : (is_signed ? codebook::signed8() : codebook::unsigned8());
+      c.add(Tensor::from_f32(name + ".qmap", flat(qmap.size()), qmap));
+    }
+  }
+  return c;
+}
+
+FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, std::size_t default_block) {
+  FormatSpec f;
+  f.name = "torchao.adam." + variant;
+  f.description = "one torchao Adam/AdamW step (eager semantics) on " + variant +
+                  " states: lerp as a fused multiply-add, float32 powf bias corrections, optional AMSGrad, the "
+                  "unquantized moments update the parameter (float32 or bf16, optionally stochastically rounded), "
+                  "then the moments are stored";
+  f.provenance = "torchao 0.18 optim/adam.py single_param_adam (eager), on optim/" + state_class(kind, variant);
+  f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},       {"weight_decay", 0.0},
+                      {"adamw", true}, {"amsgrad", false}, {"bf16_stochastic_round", false}};
+  if (kind != TorchaoState::Dense) f.default_params["block_size"] = default_block;
+  if (kind == TorchaoState::Fp8) {
+    f.default_params["overflow"] = "satfinite";
+    f.default_params["nan_encoding"] = "torch";
+    f.default_params["nan_widening"] = "c10";
+  }
+  // torch's CPU sqrt is not correctly rounded (MKL): the new parameter may differ by a proven library rounding
+  f.default_tolerance = "torch-cpu-eager";
+  f.inputs = {"param", "grad", "step", "lr"};
+  f.outputs = {"param.next", "step.next"};
+  for (const char* moment : kMoments) {
+    for (const std::string& t : state_tensors(moment, kind)) {
+      const bool amsgrad_only = moment == std::string("max_exp_avg_sq");
+      (amsgrad_only ? f.optional_inputs : f.inputs).push_back(t);
+      if (!amsgrad_only && !t.ends_with(".qmap")) f.outputs.push_back(t + ".next");
+    }
+  }
+  f.optional_inputs.push_back("sr_random");
+  f.run = [kind](const Case& in, const nlohmann::json& p) {
+    const optimizer::AdamHyper h = hyper_from(in, p);
+    optimizer::TorchaoAdamOptions o = options_from(in, p, kind);
+    const std::vector<std::int32_t> draws = random_draws(in, p);
+    o.stochastic_round_random = draws;
+    std::vector<float> param = widened(in.require("param"));
+    const std::vector<float> grad = widened(in.require("grad"));
+    float step = scalar(in, "step");
+    optimizer::Moment m = read_state(in, "exp_avg", kind), v = read_state(in, "exp_avg_sq", kind);
+    const bool amsgrad = p.at("amsgrad").get<bool>();
+    optimizer::Moment v_max = amsgrad ? read_state(in, "max_exp_avg_sq", kind) : optimizer::Moment{};
+    optimizer::torchao_adam_step(param, grad, step, m, v, amsgrad ? &v_max : nullptr, h, o);
+    std::vector<Tensor> out = {narrowed("param.next", in.require("param"), param),
+                               Tensor::from_f32("step.next", {}, std::vector<float>{step})};
+    write_state(out, in, "exp_avg", m, kind);
+    write_state(out, in, "exp_avg_sq", v, kind);
+    if (amsgrad) write_state(out, in, "max_exp_avg_sq", v_max, kind);
+    return out;
+  };
+  f.fresh_state = [kind, variant](std::span<const float> param, const nlohmann::json& p) {
+    return torchao_fresh_state(param, p, kind, variant);
+  };
+  f.explain = [kind](const Case& e, const Case& a, const std::string& tensor, std::size_t i) {
+    return explain_param(e, a, tensor, i, kind);
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_torchao_optimizer_formats(std::vector<FormatSpec>& out) {
+  out.push_back(torchao_adam_format("codebook8", TorchaoState::Codebook, 256));
+  out.push_back(torchao_adam_format("codebook4", TorchaoState::Codebook, 128));
+  out.push_back(torchao_adam_format("fp8", TorchaoState::Fp8, 256));
+  out.push_back(torchao_adam_format("dense", TorchaoState::Dense, 0));
+}
+
+}  // namespace lowbit
