@@ -39,7 +39,9 @@ TEST_CASE("every golden case equals the reference bit for bit") {
   for (const char* name : {"torchao.qmap", "bnb.qmap", "torchao.codebook8.signed", "torchao.codebook8.unsigned",
                            "torchao.codebook4.signed", "torchao.codebook4.unsigned", "torchao.fp8",
                            "bnb.blockwise8.dynamic", "bnb.blockwise8.linear", "torchao.adam.codebook8",
-                           "torchao.adam.codebook4", "torchao.adam.fp8", "torchao.adam.dense", "bnb.adam8bit.cpu"}) {
+                           "torchao.adam.codebook4", "torchao.adam.fp8", "torchao.adam.dense", "bnb.adam8bit.cpu",
+                           "coat.act.pergroup", "coat.act.pertensor.groupscale", "coat.act.pergroup.transposed",
+                           "coat.act.perblock"}) {
     CAPTURE(name);
     CHECK(cases_per_format[name] > 0);
   }

@@ -32,6 +32,8 @@ const std::vector<FormatSpec>& registered_formats() {
     register_fp8_formats(f);
     register_codebook_formats(f);
     register_optimizer_formats(f);
+    register_coat_activation_formats(f);
+    register_coat_optimizer_formats(f);
     return f;
   }();
   return formats;

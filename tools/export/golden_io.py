@@ -63,17 +63,20 @@ def write_manifest(out: Path, entries: list):
 
 
 
-def run(description: str, versions: dict, generator: str, export) -> int:
+def run(description: str, versions: dict, generator: str, export, add_arguments=None) -> int:
     """The command line every exporter shares: --out DIR, or --diff-against DIR to compare instead
-    of writing. `export(writer)` adds the cases."""
+    of writing. `export(writer)` adds the cases; with `add_arguments(parser)` the exporter adds its
+    own options and is called as `export(writer, args)`."""
     ap = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True, type=Path, help="golden folder to write (MANIFEST.json is merged)")
     ap.add_argument("--diff-against", type=Path, help="compare with this golden folder instead of writing")
+    if add_arguments:
+        add_arguments(ap)
     args = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
     w = Writer(versions, generator)
-    export(w)
+    export(w, args) if add_arguments else export(w)
     print(f"{len(w.entries)} cases from {', '.join(versions.values())}", file=sys.stderr)
     return finish(w, args.out, args.diff_against)
 

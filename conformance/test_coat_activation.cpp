@@ -1,0 +1,156 @@
+// COAT activation quantizers (docs/formats/coat-activation.md), one test per quirk. Expected values
+// come from COAT's own kernels (golden/coat/, exported under Triton's interpreter), from the spec's
+// stated numbers, or from exact reasoning written next to each check: never from the reference.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "lowbit/coat_activation.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/manifest.hpp"
+
+using namespace lowbit;
+using namespace lowbit::coat_act;
+
+namespace {
+
+Case golden(const std::string& path) {
+  const Manifest manifest = read_manifest(LOWBIT_GOLDEN_DIR);
+  for (const ManifestEntry& e : manifest.files)
+    if (e.path == path) return read_verified_case(LOWBIT_GOLDEN_DIR, e);
+  FAIL("golden case missing: " << path);
+  return {};
+}
+
+Options interp(int qb, Fp8 f, ScaleDtype sd) { return {qb, f, sd, Division::Ieee, Casts::TritonInterpreter}; }
+
+}  // namespace
+
+TEST_CASE("codes use the fp32 scale S while the stored scale is bf16(S)") {
+  // A group whose max is 1.0: RN(1 + 1e-10f) = 1, S = RN(1/448) = 0x3B124925 (spec §12 item 1);
+  // bf16(S) = 0x3B12 (the low half 0x4925 < 0x8000, so RNE and truncation agree).
+  std::vector<float> x(32 * 64, 0.25f);
+  for (int r = 0; r < 32; ++r) x[static_cast<std::size_t>(r) * 64] = 1.0f;
+  const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, Casts::Gpu});
+  const float s = float_from_bits(0x3B124925u);
+  CHECK(bits_of(q.scale[0]) == 0x3B120000u);
+  CHECK(q.codes[0] == 0x7E);  // 1/S = 448.0000x rounds to 448: the element equal to the group max
+  CHECK(448.0f * q.scale[0] != 448.0f * s);  // the dequantized group max is off by bf16(S)/S
+  const Quantized f = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
+  CHECK(bits_of(f.scale[0]) == 0x3B124925u);
+  CHECK(f.codes == q.codes);  // the scale dtype changes the stored scale only
+
+  // COAT's kernel (golden): its codes equal ours, and some group has code*scale_bf16 != code*S.
+  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.bf16scale.float32.safetensors");
+  const Case gf = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  const Tensor& in = g.require("input");
+  const Quantized r = quantize_pergroup(in.f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::F32));
+  CHECK(r.codes == g.require("codes").u8());
+  int mismatched = 0;
+  for (std::size_t grp = 0; grp < r.scale.size(); ++grp)
+    if (g.require("scale").value_as_float(grp) != r.scale[grp]) ++mismatched;
+  CHECK(mismatched > 0);
+  CHECK(gf.require("scale").dtype == DType::F32);
+  CHECK(g.require("scale").dtype == DType::BF16);
+}
+
+TEST_CASE("per-tensor group scaling: bf16 rounding of s puts |x|/s above 448 and saturation keeps it at 448") {
+  // amax = 449: (449 + 1e-10)/448 = 1.00223 lies within half a bf16 ulp (2^-8) of 1, so s = 1.0 in
+  // bf16 (RNE and truncation alike), and x/s = 449 > 448: satfinite gives 0x7E. The interpreter's
+  // converter also gives 0x7E here (449 = 1.754*2^8: mantissa 110, first dropped bit 0).
+  std::vector<float> x(32 * 64, 1.0f);
+  x[5] = 449.0f;
+  x[6] = -449.0f;
+  for (Casts c : {Casts::Gpu, Casts::TritonInterpreter}) {
+    const PerTensor q = quantize_pertensor_groupscale(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, c});
+    CHECK(q.scale == 1.0f);
+    CHECK(q.codes[5] == 0x7E);
+    CHECK(q.codes[6] == 0xFE);
+  }
+  // COAT's kernel (golden): some |x|/s exceeds 448 in the case built for it, and codes agree.
+  const Case g = golden("coat/coat.act.pertensor.groupscale/qb16.e4m3.32x64.safetensors");
+  const auto in = g.require("input").f32();
+  const float s = g.require("scale").value_as_float(0);
+  bool above = false;
+  for (float v : in) above |= std::fabs(v) / s > 448.0f;
+  CHECK(above);
+  CHECK(quantize_pertensor_groupscale(in, 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16)).codes == g.require("codes").u8());
+}
+
+TEST_CASE("transposed per-group: y_t quantizes x^T with its own groups, so it is not y^T") {
+  const Case g = golden("coat/coat.act.pergroup.transposed/qb16.e4m3.bf16scale.32x64.safetensors");
+  const auto y = g.require("codes").u8();
+  const auto yt = g.require("codes_t").u8();
+  int differ = 0;
+  for (int r = 0; r < 32; ++r)
+    for (int c = 0; c < 64; ++c) differ += y[r * 64 + c] != yt[c * 32 + r];
+  CHECK(differ > 0);
+  const Transposed t = quantize_pergroup_transposed(g.require("input").f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16));
+  CHECK(t.rows.codes == y);
+  CHECK(t.transposed.codes == yt);
+}
+
+TEST_CASE("E5M2: Inf saturates to 57344 on the GPU; the interpreter keeps Inf") {
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(cast_fp8(inf, Fp8::E5M2, Casts::Gpu) == 0x7B);   // spec §1: satfinite, 57344
+  CHECK(cast_fp8(-inf, Fp8::E5M2, Casts::Gpu) == 0xFB);
+  CHECK(cast_fp8(inf, Fp8::E4M3, Casts::Gpu) == 0x7E);   // 448
+  CHECK(cast_fp8(inf, Fp8::E5M2, Casts::TritonInterpreter) == 0x7C);  // exponent field 31, mantissa 0
+  CHECK(cast_fp8(inf, Fp8::E4M3, Casts::TritonInterpreter) == 0x78);  // exponent clamped to 15: 256
+}
+
+TEST_CASE("all-zero group: S = div(1e-10f, fp8_max) and the codes keep the sign of zero") {
+  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  CHECK(g.require("scale").value_as_float(0) == 1e-10f / 448.0f);  // IEEE division, spec §8
+  const auto codes = g.require("codes").u8();
+  for (int i = 0; i < 16; ++i) CHECK(codes[i] == ((i % 2) ? 0x80 : 0x00));
+}
+
+TEST_CASE("NaN is ignored by the group max; its code is 0x7F on the GPU (0x7C under the interpreter)") {
+  std::vector<float> x(32 * 64, 0.5f);
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  x[1] = 1.0f;
+  const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
+  CHECK(bits_of(q.scale[0]) == 0x3B124925u);  // RN(1/448): the NaN did not enter the max
+  CHECK(q.codes[0] == 0x7F);
+  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  const auto in = g.require("input").f32();
+  REQUIRE(std::isnan(in[2 * 64 + 3]));
+  CHECK(std::isfinite(g.require("scale").value_as_float(2 * 4)));
+  CHECK(g.require("codes").u8()[2 * 64 + 3] == 0x7C);  // +NaN 0x7FC00000: exponent 15, mantissa 100
+}
+
+TEST_CASE("fp8 casts at ties and at 2^-10: GPU rounds to even, the interpreter away from zero") {
+  CHECK(cast_fp8(1.0625f, Fp8::E4M3, Casts::Gpu) == 0x38);  // tie 1.0 | 1.125 -> even 1.0
+  CHECK(cast_fp8(1.0625f, Fp8::E4M3, Casts::TritonInterpreter) == 0x39);  // away: 1.125
+  CHECK(cast_fp8(464.0f, Fp8::E4M3, Casts::Gpu) == 0x7E);
+  CHECK(cast_fp8(-0.0f, Fp8::E4M3, Casts::Gpu) == 0x80);
+  CHECK(cast_fp8(0.0009765625f, Fp8::E4M3, Casts::Gpu) == 0x00);  // 2^-10: tie with 2^-9 -> even 0
+  CHECK(cast_fp8(1.9375f, Fp8::E4M3, Casts::TritonInterpreter) == 0x38);  // carry OR-ed into odd exponent: 1.0
+  // COAT's kernel (golden): the group with max 448 has S = 1, so its codes are plain casts
+  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  CHECK(g.require("scale").value_as_float(4) == 1.0f);
+  CHECK(g.require("codes").u8()[64] == 0x39);  // 1.0625 -> 1.125 under the interpreter
+}
+
+TEST_CASE("shapes COAT cannot handle are rejected") {
+  const std::vector<float> x(16 * 64, 1.0f);
+  const Options o{16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, Casts::Gpu};
+  CHECK_THROWS_AS(quantize_pergroup(x, 16, 64, o), std::invalid_argument);  // M % 2QB
+  CHECK_THROWS_AS(quantize_pergroup(x, 32, 32, o), std::invalid_argument);  // N % 4QB
+  CHECK_THROWS_AS(quantize_pertensor_groupscale(x, 16, 64, o), std::invalid_argument);
+  CHECK_THROWS_AS(quantize_perblock(std::vector<float>(24 * 32), 24, 32, o), std::invalid_argument);
+  CHECK_THROWS_AS(quantize_pergroup_transposed(std::vector<float>(24 * 32), 24, 32, o), std::invalid_argument);
+  CHECK_NOTHROW(quantize_pergroup_transposed(std::vector<float>(16 * 48), 16, 48, o));
+  Options bad = o;
+  bad.group_size = 8;
+  CHECK_THROWS_AS(quantize_perblock(std::vector<float>(16 * 16), 16, 16, bad), std::invalid_argument);
+}
+
+TEST_CASE("the reciprocal model is a distinct, approximate division") {
+  CHECK(div(1.0f, 448.0f, Division::Ieee) == float_from_bits(0x3B124925u));
+  CHECK(div(1.0f, 448.0f, Division::ReciprocalModel) == float_from_bits(0x3B124925u));  // RN(1 * RN(1/448))
+}

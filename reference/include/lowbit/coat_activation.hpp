@@ -1,0 +1,60 @@
+#pragma once
+// COAT's Triton activation quantizers (NVlabs/COAT 80ec99f, coat/activation/real_quantization/),
+// bit-exact on the CPU. docs/formats/coat-activation.md states the arithmetic and every quirk.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace lowbit::coat_act {
+
+enum class Fp8 { E4M3, E5M2 };          // fp8_max 448 / 57344
+enum class ScaleDtype { BF16, F32 };    // what the stored scale tensor holds
+// Every fp32 division of the kernels goes through div() below.
+enum class Division {
+  Ieee,             // RN(a/b): what Triton's CPU interpreter does (numpy float32 divide); verified
+  ReciprocalModel,  // RN(a*RN(1/b)): APPROXIMATE stand-in for the GPU's div.full = a*MUFU.RCP(b)
+};
+// How the kernel's casts round.
+enum class Casts {
+  Gpu,                // sm_90: fp32->fp8 cvt.rn.satfinite (NaN -> 0x7F), fp32->bf16 RNE (spec §1)
+  TritonInterpreter,  // Triton 3.9 TRITON_INTERPRET=1: its bit-field converter (see the .md)
+};
+
+struct Options {
+  int group_size = 16;  // QB
+  Fp8 fp8 = Fp8::E4M3;
+  ScaleDtype scale_dtype = ScaleDtype::BF16;
+  Division division = Division::Ieee;
+  Casts casts = Casts::Gpu;
+};
+
+float fp8_max(Fp8 f);
+float div(float a, float b, Division d);  // the one place every division happens
+std::uint8_t cast_fp8(float x, Fp8 f, Casts c);
+std::uint16_t cast_bf16(float x, Casts c);
+// The stored scale as float32 bits' value: bf16(S) widened, or S.
+float stored_scale(float s, ScaleDtype d, Casts c);
+
+struct Quantized {
+  std::vector<std::uint8_t> codes;  // M x N (or N x M for the transposed part)
+  std::vector<float> scale;         // the stored scale's value (bf16-representable when BF16)
+};
+
+// Row-major M x N input. Each throws std::invalid_argument naming the shape rule it enforces.
+Quantized quantize_pergroup(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
+struct PerTensor {
+  std::vector<std::uint8_t> codes;  // M x N
+  float scale;                      // the bf16 per-tensor scale s (as float)
+  std::vector<float> group_scale;   // M x N/QB, bf16 stage-1 scales s_g
+};
+PerTensor quantize_pertensor_groupscale(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
+struct Transposed {
+  Quantized rows;        // y, s_y: 1 x QB groups along N; M x N and M x N/QB
+  Quantized transposed;  // y_t, s_y_t: x^T quantized with 1 x QB groups along M; N x M and N x M/QB
+};
+Transposed quantize_pergroup_transposed(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
+Quantized quantize_perblock(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
+
+float decode_fp8(std::uint8_t code, Fp8 f);
+
+}  // namespace lowbit::coat_act

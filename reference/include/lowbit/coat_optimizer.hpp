@@ -1,0 +1,70 @@
+#pragma once
+// COAT's FP8 AdamW optimizer states (NVlabs/COAT coat/optimizer/kernels), as the official CUDA
+// kernels compute them (spec coat.md §2-§7): groups of 128 consecutive elements, E4M3 codes with a
+// per-group scale, and with Dynamic Range Expansion a per-group exponent k and centre c.
+// docs/formats/coat-optimizer.md states the arithmetic and every quirk.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace lowbit::coat {
+
+inline constexpr std::size_t kGroup = 128;  // qgroup_size: the launchers assert it
+
+// One moment: an E4M3 code per element and per-group float32 statistics. expand (k) and centre (c)
+// are used by the expansion kernel only (its fresh state holds ones there; codes and scale zeros).
+struct Moment {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> scale, expand, centre;
+};
+Moment fresh_moment(std::size_t n, bool expansion);
+
+// Hyperparameters as the kernels receive them: pybind11 rounds the Python floats to float32 once.
+struct Hyper {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 1e-2f;
+  int expand_min = 16;
+};
+
+// The group maximum and minimum of |values| exactly as the expansion kernel's shuffle tree
+// (warp shuffles 16..1, then lanes 0-3 of warp 0 over the 4 warp results, lanes 4-31 holding max 0
+// and min 1e9) computes them: NaN ignored by the max; the min skips an *incoming* zero or NaN only,
+// so a zero at lane 0 forces 0 and zeros elsewhere hide their subtree; capped at 1e9; padding lanes
+// (values.size() < 128) hold max 0, min FLT_MAX.
+struct GroupStats {
+  float max, min;
+};
+// Reference: COAT 80ec99f coat/optimizer/kernels/fp8_adamw_expand_cuda_kernel.cu, lines 71-146.
+GroupStats expand_group_stats(std::span<const float> values);
+// Reference: COAT 80ec99f coat/optimizer/kernels/fp8_adamw_cuda_kernel.cu, lines 64-97 (max only).
+float origin_group_max(std::span<const float> values);
+
+// One quantized group: codes plus the group's stored statistics.
+struct QuantizedGroup {
+  std::vector<std::uint8_t> codes;
+  float scale = 0, expand = 1, centre = 1;
+};
+// Reference: COAT 80ec99f fp8_adamw_cuda_kernel.cu lines 101-124: s = RN(f32(double(max) + 1e-20) / 448),
+// codes = e4m3 satfinite(RN(x / s)). The kernel's shared-memory race (the 1e-20 added up to 4 times)
+// is modelled as one addition; it only matters for max < 2^-42 (origin_race_sensitive).
+QuantizedGroup origin_quantize_group(std::span<const float> values);
+bool origin_race_sensitive(float group_max);
+// Reference: COAT 80ec99f fp8_adamw_expand_cuda_kernel.cu lines 148-201: A, B = max, min + 1e-30 (in
+// double), R = A / B, c = sqrt(A) sqrt(B), k = floor(log2f(100352) / log2f(R) * E) / E, codes =
+// e4m3(sign(x) powf(|x| / c, k) / s) with s = powf(A / c, k) / 448; `second` drops the sign.
+QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second);
+
+// Reference: COAT 80ec99f fp8_adamw_cuda_kernel.cu line 40: float(code) * scale.
+float origin_dequantize(std::uint8_t code, float scale);
+// Reference: COAT 80ec99f fp8_adamw_expand_cuda_kernel.cu lines 42-49: d = float(code) * s, then
+// sign(d) powf(|d|, 1/k) * c (first moment; the second has no sign handling).
+float expand_dequantize(std::uint8_t code, float scale, float expand, float centre, bool second);
+
+// Reference: COAT 80ec99f fp8_adamw_cuda_kernel.cu (expansion = false) and
+// fp8_adamw_expand_cuda_kernel.cu (true), one launch: dequantize, m = fma(m0, b1, (1-b1) g),
+// v = fma(v0, b2, g ((1-b2) g)), c1 = 1 - powf(b1, step), c2 = sqrt(1 - powf(b2, step)),
+// denom = ((sqrt(v) / c2) + eps) c1, u = fma(p, wd, m / denom), p = fma(-u, lr, p), then requantize
+// each group of 128. `step` is the int the optimizer passes (its float32 counter, after += 1).
+void adamw_step(std::span<float> param, std::span<const float> grad, int step, Moment& exp_avg, Moment& exp_avg_sq,
+                const Hyper& h, bool expansion);
+
+}  // namespace lowbit::coat

@@ -1,0 +1,188 @@
+// Registry entries of COAT's activation formats: coat.act.* (docs/formats/coat-activation.md).
+#include <stdexcept>
+
+#include "lowbit/coat_activation.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using namespace coat_act;
+
+Options options_from(const nlohmann::json& p) {
+  Options o;
+  o.group_size = p.at("group_size").get<int>();
+  const auto fp8 = p.at("fp8").get<std::string>();
+  if (fp8 != "e4m3" && fp8 != "e5m2") throw std::runtime_error("fp8 must be e4m3 or e5m2 (got '" + fp8 + "')");
+  o.fp8 = fp8 == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
+  const auto sd = p.at("scale_dtype").get<std::string>();
+  if (sd != "bf16" && sd != "f32") throw std::runtime_error("scale_dtype must be bf16 or f32 (got '" + sd + "')");
+  o.scale_dtype = sd == "bf16" ? ScaleDtype::BF16 : ScaleDtype::F32;
+  const auto dv = p.at("division").get<std::string>();
+  if (dv != "ieee" && dv != "reciprocal-model")
+    throw std::runtime_error("division must be ieee or reciprocal-model (got '" + dv + "')");
+  o.division = dv == "ieee" ? Division::Ieee : Division::ReciprocalModel;
+  const auto c = p.at("casts").get<std::string>();
+  if (c != "gpu" && c != "triton-interpreter")
+    throw std::runtime_error("casts must be gpu or triton-interpreter (got '" + c + "')");
+  o.casts = c == "gpu" ? Casts::Gpu : Casts::TritonInterpreter;
+  return o;
+}
+
+struct Input2d {
+  std::vector<float> x;
+  std::int64_t m, n;
+};
+
+Input2d input_2d(const Case& in) {
+  const Tensor& t = in.require("input");
+  if (t.shape.size() != 2) throw std::invalid_argument("COAT activation formats take a 2-D input");
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16) throw std::invalid_argument("input must be F32 or BF16");
+  Input2d r{std::vector<float>(t.element_count()), t.shape[0], t.shape[1]};
+  for (std::size_t i = 0; i < r.x.size(); ++i) r.x[i] = t.value_as_float(i);
+  return r;
+}
+
+DType code_dtype(const Options& o) { return o.fp8 == Fp8::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2; }
+
+Tensor scale_tensor(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& s, bool bf16) {
+  if (!bf16) return Tensor::from_f32(std::move(name), std::move(shape), s);
+  std::vector<std::uint8_t> bytes(s.size() * 2);
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const std::uint32_t u = bits_of(s[i]) >> 16;  // exact: the value is bf16-representable
+    bytes[2 * i] = static_cast<std::uint8_t>(u);
+    bytes[2 * i + 1] = static_cast<std::uint8_t>(u >> 8);
+  }
+  return Tensor::from_bytes(std::move(name), DType::BF16, std::move(shape), bytes);
+}
+
+std::vector<float> dequant_groups(const Case& c, const char* codes, const char* scale, std::int64_t qb_rows,
+                                  std::int64_t qb_cols) {
+  const Tensor& t = c.require(codes);
+  const Tensor& s = c.require(scale);
+  const Fp8 f = t.dtype == DType::F8_E4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  const auto q = t.u8();
+  const std::int64_t n = t.shape.at(1), sn = n / qb_cols;
+  std::vector<float> out(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    const std::int64_t r = static_cast<std::int64_t>(i) / n, col = static_cast<std::int64_t>(i) % n;
+    out[i] = decode_fp8(q[i], f) * s.value_as_float(static_cast<std::size_t>((r / qb_rows) * sn + col / qb_cols));
+  }
+  return out;
+}
+
+nlohmann::json defaults(int qb) {
+  return {{"group_size", qb}, {"fp8", "e4m3"}, {"scale_dtype", "bf16"}, {"division", "ieee"}, {"casts", "gpu"}};
+}
+
+const char* kProvenance = "NVlabs/COAT 80ec99f coat/activation/real_quantization/";
+
+}  // namespace
+
+void register_coat_activation_formats(std::vector<FormatSpec>& out) {
+  {
+    FormatSpec f;
+    f.name = "coat.act.pergroup";
+    f.description = "COAT per-group 1xQB FP8 activation quantization: codes from the fp32 scale S, stored scale bf16(S) or S";
+    f.provenance = std::string(kProvenance) + "_quantize.py fp8_quantize";
+    f.default_params = defaults(16);
+    f.inputs = {"input"};
+    f.outputs = {"codes", "scale"};
+    f.scale_tensor = "scale";
+    f.run = [](const Case& in, const nlohmann::json& p) {
+      const Options o = options_from(p);
+      const Input2d x = input_2d(in);
+      const Quantized q = quantize_pergroup(x.x, x.m, x.n, o);
+      return std::vector<Tensor>{
+          Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
+          scale_tensor("scale", {x.m, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
+    };
+    f.dequantize = [](const Case& c) {
+      const std::int64_t n = c.require("codes").shape.at(1), sn = c.require("scale").shape.at(1);
+      return dequant_groups(c, "codes", "scale", 1, n / sn);
+    };
+    out.push_back(std::move(f));
+  }
+  {
+    FormatSpec f;
+    f.name = "coat.act.pertensor.groupscale";
+    f.description = "COAT per-tensor FP8 quantization whose scale is the max of bf16 per-group (1x16) scales";
+    f.provenance = std::string(kProvenance) + "_quantize_pertensor.py fp8_quantize_pertensor + _division.py fp8_division";
+    f.default_params = defaults(16);
+    f.default_params.erase("scale_dtype");
+    f.inputs = {"input"};
+    f.outputs = {"codes", "scale", "group_scale"};
+    f.run = [](const Case& in, const nlohmann::json& params) {
+      nlohmann::json p = params;
+      p["scale_dtype"] = "bf16";
+      const Options o = options_from(p);
+      const Input2d x = input_2d(in);
+      const PerTensor q = quantize_pertensor_groupscale(x.x, x.m, x.n, o);
+      return std::vector<Tensor>{Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
+                                 scale_tensor("scale", {1}, {q.scale}, true),
+                                 scale_tensor("group_scale", {x.m, x.n / 16}, q.group_scale, true)};
+    };
+    f.dequantize = [](const Case& c) {
+      const Tensor& t = c.require("codes");
+      const Fp8 fm = t.dtype == DType::F8_E4M3 ? Fp8::E4M3 : Fp8::E5M2;
+      const float s = c.require("scale").value_as_float(0);
+      const auto q = t.u8();
+      std::vector<float> v(q.size());
+      for (std::size_t i = 0; i < q.size(); ++i) v[i] = decode_fp8(q[i], fm) * s;
+      return v;
+    };
+    out.push_back(std::move(f));
+  }
+  {
+    FormatSpec f;
+    f.name = "coat.act.pergroup.transposed";
+    f.description = "COAT per-group 1xQB quantization of x and, with its own groups along M, of x^T (y_t != y^T)";
+    f.provenance = std::string(kProvenance) + "_quantize_transpose.py fp8_quantize_transpose";
+    f.default_params = defaults(16);
+    f.inputs = {"input"};
+    f.outputs = {"codes", "scale", "codes_t", "scale_t"};
+    f.scale_tensor = "scale";
+    f.run = [](const Case& in, const nlohmann::json& p) {
+      const Options o = options_from(p);
+      const Input2d x = input_2d(in);
+      const Transposed t = quantize_pergroup_transposed(x.x, x.m, x.n, o);
+      const bool bf16 = o.scale_dtype == ScaleDtype::BF16;
+      return std::vector<Tensor>{Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, t.rows.codes),
+                                 scale_tensor("scale", {x.m, x.n / o.group_size}, t.rows.scale, bf16),
+                                 Tensor::from_bytes("codes_t", code_dtype(o), {x.n, x.m}, t.transposed.codes),
+                                 scale_tensor("scale_t", {x.n, x.m / o.group_size}, t.transposed.scale, bf16)};
+    };
+    f.dequantize = [](const Case& c) {
+      const std::int64_t n = c.require("codes").shape.at(1), sn = c.require("scale").shape.at(1);
+      return dequant_groups(c, "codes", "scale", 1, n / sn);
+    };
+    out.push_back(std::move(f));
+  }
+  {
+    FormatSpec f;
+    f.name = "coat.act.perblock";
+    f.description = "COAT per-block QBxQB FP8 quantization (DeepSeek path), scale in scale_dtype";
+    f.provenance = std::string(kProvenance) + "_quantize_perblock.py fp8_quantize_perblock";
+    f.default_params = defaults(128);
+    f.inputs = {"input"};
+    f.outputs = {"codes", "scale"};
+    f.scale_tensor = "scale";
+    f.run = [](const Case& in, const nlohmann::json& p) {
+      const Options o = options_from(p);
+      const Input2d x = input_2d(in);
+      const Quantized q = quantize_perblock(x.x, x.m, x.n, o);
+      return std::vector<Tensor>{
+          Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
+          scale_tensor("scale", {x.m / o.group_size, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
+    };
+    f.dequantize = [](const Case& c) {
+      const std::int64_t qb = c.require("codes").shape.at(1) / c.require("scale").shape.at(1);
+      return dequant_groups(c, "codes", "scale", qb, qb);
+    };
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace lowbit

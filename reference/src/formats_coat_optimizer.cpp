@@ -1,0 +1,116 @@
+// Registry entries of COAT's FP8 AdamW kernels, with and without Dynamic Range Expansion. A case
+// holds the state before the launch (param, grad, step — the int the optimizer passes — and
+// exp_avg.*, exp_avg_sq.*: codes, scale, and with expansion expand (k) and centre (c), one per
+// group of 128) and after it (the same names with ".next").
+#include <stdexcept>
+
+#include "lowbit/coat_optimizer.hpp"
+#include "lowbit/formats.hpp"
+
+namespace lowbit {
+
+namespace {
+
+std::vector<std::int64_t> flat(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
+
+const char* const kMoments[] = {"exp_avg", "exp_avg_sq"};
+
+std::vector<std::string> group_tensors(bool expansion) {
+  if (expansion) return {"scale", "expand", "centre"};
+  return {"scale"};
+}
+
+coat::Moment read_moment(const Case& in, const std::string& prefix, bool expansion) {
+  coat::Moment m;
+  m.codes = in.require(prefix + ".codes").u8();
+  m.scale = in.require(prefix + ".scale").f32();
+  if (expansion) {
+    m.expand = in.require(prefix + ".expand").f32();
+    m.centre = in.require(prefix + ".centre").f32();
+  }
+  return m;
+}
+
+void write_moment(std::vector<Tensor>& out, const std::string& prefix, const coat::Moment& m, bool expansion,
+                  const std::string& suffix) {
+  out.push_back(Tensor::from_bytes(prefix + ".codes" + suffix, DType::F8_E4M3, flat(m.codes.size()), m.codes));
+  out.push_back(Tensor::from_f32(prefix + ".scale" + suffix, flat(m.scale.size()), m.scale));
+  if (expansion) {
+    out.push_back(Tensor::from_f32(prefix + ".expand" + suffix, flat(m.expand.size()), m.expand));
+    out.push_back(Tensor::from_f32(prefix + ".centre" + suffix, flat(m.centre.size()), m.centre));
+  }
+}
+
+coat::Hyper hyper_from(const nlohmann::json& p, bool expansion) {
+  coat::Hyper h;  // pybind11 rounds each Python float to float32 once
+  h.lr = static_cast<float>(p.at("lr").get<double>());
+  h.beta1 = static_cast<float>(p.at("beta1").get<double>());
+  h.beta2 = static_cast<float>(p.at("beta2").get<double>());
+  h.eps = static_cast<float>(p.at("eps").get<double>());
+  h.weight_decay = static_cast<float>(p.at("weight_decay").get<double>());
+  if (expansion) h.expand_min = p.at("expand_min").get<int>();
+  return h;
+}
+
+int step_of(const Case& in) {
+  const std::vector<std::int64_t> v = in.require("step").i64();
+  // the optimizer's float32 counter stops at 2^24; the kernel takes an int
+  if (v.size() != 1 || v[0] < 1 || v[0] > (std::int64_t{1} << 24))
+    throw CaseError(in.origin + ": tensor 'step' must hold one value in [1, 2^24]");
+  return static_cast<int>(v[0]);
+}
+
+FormatSpec coat_adamw_format(bool expansion) {
+  FormatSpec f;
+  f.name = expansion ? "coat.optim.expand.e4m3" : "coat.optim.origin.e4m3";
+  f.description = std::string("one COAT FP8 AdamW launch ") +
+                  (expansion ? "with Dynamic Range Expansion (per group of 128: k floored to 1/expand_min, centre "
+                               "sqrt(max) sqrt(min), the kernel's zero-skipping min tree capped at 1e9)"
+                             : "without expansion (per group of 128: scale (max + 1e-20) / 448)") +
+                  "; E4M3 states, libdevice powf and log2f emulated, fused multiply-adds where nvcc/ptxas put them";
+  f.provenance = std::string("COAT 80ec99f coat/optimizer/kernels/") +
+                 (expansion ? "fp8_adamw_expand_cuda_kernel.cu" : "fp8_adamw_cuda_kernel.cu") +
+                 " (nvcc 13.0 PTX, sm_90)";
+  f.default_params = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 1e-2}};
+  if (expansion) f.default_params["expand_min"] = 16;
+  f.inputs = {"param", "grad", "step"};
+  f.outputs = {"param.next"};
+  for (const char* moment : kMoments) {
+    f.inputs.push_back(std::string(moment) + ".codes");
+    f.outputs.push_back(std::string(moment) + ".codes.next");
+    for (const std::string& t : group_tensors(expansion)) {
+      f.inputs.push_back(std::string(moment) + "." + t);
+      f.outputs.push_back(std::string(moment) + "." + t + ".next");
+    }
+  }
+  f.run = [expansion](const Case& in, const nlohmann::json& p) {
+    std::vector<float> param = in.require("param").f32();
+    coat::Moment m = read_moment(in, "exp_avg", expansion), v = read_moment(in, "exp_avg_sq", expansion);
+    coat::adamw_step(param, in.require("grad").f32(), step_of(in), m, v, hyper_from(p, expansion), expansion);
+    std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param)};
+    write_moment(out, "exp_avg", m, expansion, ".next");
+    write_moment(out, "exp_avg_sq", v, expansion, ".next");
+    return out;
+  };
+  // CoatAdamW's first step: codes 0x00, scale 0, k and c 1 (fp8_adamw.py); step 1
+  f.fresh_state = [expansion](std::span<const float> param, const nlohmann::json&) {
+    Case c;
+    c.add(Tensor::from_f32("param", flat(param.size()), param));
+    c.add(Tensor::from_f32("grad", flat(param.size()), std::vector<float>(param.size(), 0.0f)));
+    c.add(Tensor::from_i64("step", {}, std::vector<std::int64_t>{1}));
+    std::vector<Tensor> states;
+    for (const char* moment : kMoments) write_moment(states, moment, coat::fresh_moment(param.size(), expansion), expansion, "");
+    for (Tensor& t : states) c.add(std::move(t));
+    return c;
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_coat_optimizer_formats(std::vector<FormatSpec>& out) {
+  out.push_back(coat_adamw_format(false));
+  out.push_back(coat_adamw_format(true));
+}
+
+}  // namespace lowbit
