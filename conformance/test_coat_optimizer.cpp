@@ -9,7 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "lowbit/coat_exact.hpp"
 #include "lowbit/coat_optimizer.hpp"
+#include "lowbit/coat_study.hpp"
 #include "lowbit/cuda_libdevice.hpp"
 #include "lowbit/float_bits.hpp"
 
@@ -216,4 +218,42 @@ TEST_CASE("fresh states: codes and scale 0, k and c 1; the first step starts fro
     coat::adamw_step(param, grad, 1, m, v, {}, expansion);
     CHECK(param[0] < 1.0f);
   }
+}
+
+TEST_CASE("the expansion oracle study is deterministic for any thread count and finds the float32 path off") {
+  const auto one = coat::run_expansion_study(12, 5, 16, 1);
+  const auto two = coat::run_expansion_study(12, 5, 16, 2);
+  REQUIRE(one.size() == two.size());
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    CAPTURE(one[i].input);
+    CHECK(one[i].codes_differ == two[i].codes_differ);
+    CHECK(one[i].y_ulp_mean == two[i].y_ulp_mean);
+    CHECK(one[i].roundtrip_rel_official == two[i].roundtrip_rel_official);
+    CHECK(one[i].elements + 128 * (one[i].degenerate_groups + one[i].k_differs) == 12 * 128);
+    // powf and the order of operations leave the value cast to FP8 off the exact one, but by a few ulps
+    CHECK(one[i].y_ulp_mean > 0.0);
+    CHECK(one[i].y_ulp_max < 64.0);
+  }
+}
+
+TEST_CASE("an Inf poisons its group one step later: +-inf with expansion, NaN without (§6)") {
+  const auto expand = coat::expand_quantize_group(group_with(0.5f, {{3, INFINITY}, {4, -0.25f}}), 16, false);
+  // d = 448 * (1/448) = 1 exactly, powf(1, 1 / 0) = 1, times c = inf: every element +-inf
+  CHECK(coat::expand_dequantize(expand.codes[0], expand.scale, expand.expand, expand.centre, false) == INFINITY);
+  CHECK(coat::expand_dequantize(expand.codes[4], expand.scale, expand.expand, expand.centre, false) == -INFINITY);
+  const auto origin = coat::origin_quantize_group(group_with(0.5f, {{3, INFINITY}}));
+  // codes 0 times scale inf: 0 * inf = NaN for every finite element
+  CHECK(std::isnan(coat::origin_dequantize(origin.codes[0], origin.scale)));
+}
+
+TEST_CASE("paper math: the maximum maps to 448 and the minimum nonzero to 2^-9, k unrounded") {
+  const coat::PaperGroup g = coat::paper_quantize_group(group_with(1e-3f, {{0, 0.0f}, {5, 0.5f}, {6, -2e-3f}}));
+  CHECK(g.k == doctest::Approx(std::log(229376.0) / std::log(500.0)));
+  CHECK(g.codes[5] == 0x7E);            // 448
+  CHECK(g.codes[1] == 0x01);            // 2^-9, the smallest subnormal
+  CHECK(g.codes[0] == 0x00);            // zeros are not part of the range
+  CHECK(coat::paper_dequantize(0x7E, g) == doctest::Approx(0.5));
+  // the kernel on the same group: lane 0's zero sets its minimum to 0 and k collapses to 1/16 steps
+  CHECK(coat::expand_quantize_group(group_with(1e-3f, {{0, 0.0f}, {5, 0.5f}, {6, -2e-3f}}), 16, false).expand <
+        static_cast<float>(g.k));
 }

@@ -1,6 +1,7 @@
 #include "lowbit/coat_exact.hpp"
 
 #include <boost/multiprecision/cpp_bin_float.hpp>
+#include <algorithm>
 #include <cmath>
 
 #include "lowbit/coat_optimizer.hpp"
@@ -55,6 +56,37 @@ ExactGroup expand_quantize_group_exact(std::span<const float> values, int expand
 double expand_dequantize_exact(std::uint8_t code, double k, float group_max_plus) {
   const double value = static_cast<double>(fp8::decode<fp8::E4M3FN>(code));
   const Wide magnitude = boost::multiprecision::pow(Wide(std::fabs(value)) / 448, Wide(1) / Wide(k)) * wide(group_max_plus);
+  return static_cast<double>(std::signbit(value) ? -magnitude : magnitude);
+}
+
+PaperGroup paper_quantize_group(std::span<const float> values) {
+  float max = 0, min = INFINITY;
+  for (float x : values) {
+    const float a = std::fabs(x);
+    if (std::isnan(a) || a == 0) continue;
+    max = std::max(max, a);
+    min = std::min(min, a);
+  }
+  PaperGroup g;
+  g.max = max;
+  if (max > min && std::isfinite(max))
+    g.k = static_cast<double>(boost::multiprecision::log(Wide(229376)) / boost::multiprecision::log(wide(max) / wide(min)));
+  for (float x : values) {
+    if (std::isnan(x)) {
+      g.codes.push_back(0x7F);
+      continue;
+    }
+    Wide y = 0;
+    if (x != 0 && max > 0) y = 448 * boost::multiprecision::pow(boost::multiprecision::abs(wide(x)) / wide(max), Wide(g.k));
+    if (std::signbit(x)) y = -y;
+    g.codes.push_back(round_to_e4m3(y));
+  }
+  return g;
+}
+
+double paper_dequantize(std::uint8_t code, const PaperGroup& g) {
+  const double value = static_cast<double>(fp8::decode<fp8::E4M3FN>(code));
+  const Wide magnitude = boost::multiprecision::pow(Wide(std::fabs(value)) / 448, Wide(1) / Wide(g.k)) * Wide(g.max);
   return static_cast<double>(std::signbit(value) ? -magnitude : magnitude);
 }
 

@@ -118,13 +118,14 @@ QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_m
   q.expand = canonical(std::floor((cuda::log2f(kRatioUpperBound) / cuda::log2f(ratio)) * e) / e);
   q.scale = canonical(cuda::powf(canonical(a / q.centre), q.expand) / kFp8Max);
   q.codes.reserve(values.size());
-  for (float x : values) {
-    const float scaled = canonical(std::fabs(x) / q.centre);
-    const float t = second ? cuda::powf(canonical(x / q.centre), q.expand)
-                           : sign_of(x) * cuda::powf(scaled, q.expand);
-    q.codes.push_back(e4m3(canonical(canonical(t) / q.scale)));
-  }
+  for (float x : values) q.codes.push_back(e4m3(expand_prequantized(x, q, second)));
   return q;
+}
+
+float expand_prequantized(float x, const QuantizedGroup& q, bool second) {
+  const float t = second ? cuda::powf(canonical(x / q.centre), q.expand)
+                         : sign_of(x) * cuda::powf(canonical(std::fabs(x) / q.centre), q.expand);
+  return canonical(canonical(t) / q.scale);
 }
 
 float origin_dequantize(std::uint8_t code, float scale) { return canonical(decode(code) * scale); }

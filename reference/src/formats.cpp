@@ -33,6 +33,7 @@ const std::vector<FormatSpec>& registered_formats() {
     register_codebook_formats(f);
     register_optimizer_formats(f);
     register_coat_activation_formats(f);
+    register_coat_fake_formats(f);
     register_coat_optimizer_formats(f);
     return f;
   }();

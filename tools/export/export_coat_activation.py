@@ -15,12 +15,9 @@ every config once (there is no GPU driver to time them).
     .venv/bin/python tools/export/export_coat_activation.py --coat-src /tmp/coat --out golden
     .venv/bin/python tools/export/export_coat_activation.py --coat-src /tmp/coat --out /tmp/g --diff-against golden
 """
-import importlib
-import os
 import sys
-import types
 
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported
+import coat_interpreter  # sets TRITON_INTERPRET=1 before triton is imported
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -29,7 +26,7 @@ import triton  # noqa: E402
 import golden_io  # noqa: E402
 
 GENERATOR = "tools/export/export_coat_activation.py (lowbit 0.1.0)"
-COAT_COMMIT = "80ec99f"
+COAT_COMMIT = coat_interpreter.COAT_COMMIT
 SOURCE = (f"NVlabs/COAT {COAT_COMMIT}, triton {triton.__version__}, torch {torch.__version__}, "
           "TRITON_INTERPRET=1 (CPU interpreter: divisions are exact IEEE, numpy float32; fp32->fp8 is the "
           "interpreter's bit-field converter: ties away, no saturation, carry OR-ed into the exponent; "
@@ -44,16 +41,10 @@ def versions():
 
 def patch_triton():
     import triton.language as tl
-    import triton.runtime.autotuner as at
     from triton.language import core
     from triton.runtime.interpreter import TensorHandle
 
-    def bench(self):
-        def run_once(kernel_call, quantiles):
-            kernel_call()  # every config runs, as autotuning does on the GPU
-            return [0.0, 0.0, 0.0]
-        return run_once
-    at.Autotuner.do_bench = property(bench)
+    coat_interpreter.run_every_autotune_config_once()
 
     orig_load, orig_store = core.load, core.store
 
@@ -104,15 +95,9 @@ def patch_triton():
 
 
 def load_coat(src: str) -> dict:
-    sys.path.insert(0, src)
-    for name, sub in [("coat", "coat"), ("coat.activation", "coat/activation"),
-                      ("coat.activation.real_quantization", "coat/activation/real_quantization")]:
-        if name not in sys.modules:  # empty stand-ins: skip the package __init__ files
-            m = types.ModuleType(name)
-            m.__path__ = [os.path.join(src, sub)]
-            sys.modules[name] = m
-    return {n: importlib.import_module("coat.activation.real_quantization." + n)
-            for n in ["_quantize", "_quantize_pertensor", "_quantize_transpose", "_quantize_perblock"]}
+    return coat_interpreter.import_coat_modules(src, "coat.activation.real_quantization",
+                                                ["_quantize", "_quantize_pertensor", "_quantize_transpose",
+                                                 "_quantize_perblock"])
 
 
 # ---- inputs -----------------------------------------------------------------------------------
@@ -211,7 +196,7 @@ def export_all(w: golden_io.Writer, args):
 
 
 def add_arguments(ap):
-    ap.add_argument("--coat-src", required=True, help="COAT checkout (commit 80ec99f) holding coat/activation/")
+    coat_interpreter.add_coat_src_argument(ap)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ Subcommand add_conform_command(CLI::App& parent);
 Subcommand add_golden_command(CLI::App& parent);
 Subcommand add_inspect_command(CLI::App& parent);
 Subcommand add_sweep_command(CLI::App& parent);
+Subcommand add_study_command(CLI::App& parent);
 Subcommand add_sweep_fp8_command(CLI::App& sweep);
 Subcommand add_sweep_codebook_command(CLI::App& sweep);
 

@@ -52,6 +52,9 @@ bool origin_race_sensitive(float group_max);
 // double), R = A / B, c = sqrt(A) sqrt(B), k = floor(log2f(100352) / log2f(R) * E) / E, codes =
 // e4m3(sign(x) powf(|x| / c, k) / s) with s = powf(A / c, k) / 448; `second` drops the sign.
 QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second);
+// The value the expansion kernel casts to E4M3 for x, given its group's k, c and s:
+// RN(sign(x) powf(RN(|x| / c), k) / s) (second moment: powf(RN(x / c), k) / s).
+float expand_prequantized(float x, const QuantizedGroup& group, bool second);
 
 // Reference: COAT 80ec99f fp8_adamw_cuda_kernel.cu line 40: float(code) * scale.
 float origin_dequantize(std::uint8_t code, float scale);

@@ -70,6 +70,7 @@ void register_fp8_formats(std::vector<FormatSpec>& out);
 void register_codebook_formats(std::vector<FormatSpec>& out);
 void register_optimizer_formats(std::vector<FormatSpec>& out);
 void register_coat_activation_formats(std::vector<FormatSpec>& out);  // formats_coat_activation.cpp
+void register_coat_fake_formats(std::vector<FormatSpec>& out);        // formats_coat_fake.cpp
 void register_coat_optimizer_formats(std::vector<FormatSpec>& out);   // formats_coat_optimizer.cpp
 
 }  // namespace lowbit

@@ -1,0 +1,185 @@
+// COAT fake quantization (docs/formats/coat-fake.md), spec §13 item 20 and the quirks of §9. Expected
+// values come from the spec's statements, from exact reasoning written next to each check, or from
+// COAT's own code (golden/coat/coat.fake.*, exported on the CPU): never from the reference.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+#include "lowbit/coat_activation.hpp"
+#include "lowbit/coat_fake.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/manifest.hpp"
+
+using namespace lowbit;
+using namespace lowbit::coat_fake;
+
+namespace {
+
+const std::string kGolden = (std::filesystem::path(__FILE__).parent_path().parent_path() / "golden").string();
+
+Case golden(const std::string& path) {
+  const Manifest manifest = read_manifest(kGolden);
+  for (const ManifestEntry& e : manifest.files)
+    if (e.path == path) return read_verified_case(kGolden, e);
+  FAIL("golden case missing: " << path);
+  return {};
+}
+
+float tri(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Interpreter); }
+float tri_gpu(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Gpu); }
+float tor(float x) { return floatexmy_torch(x, Fp8::E4M3); }
+
+// Every non-negative value of E4M3's grid between 2^-9 and 448 (spec §1 decode): m/8*2^-6 and (1+m/8)*2^(e-7).
+std::vector<float> e4m3_grid() {
+  std::vector<float> g;
+  for (int m = 0; m < 8; ++m) g.push_back(std::ldexp(static_cast<float>(m) / 8.0f, -6));
+  for (int e = 1; e < 16; ++e)
+    for (int m = 0; m < 8; ++m)
+      if (!(e == 15 && m == 7)) g.push_back(std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7));
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("ties round away from zero in the Triton fake path, to even in the torch fake path and in real casts") {
+  // 1.0625 is halfway between 1.0 (mantissa 000, even) and 1.125 (001).
+  CHECK(tri(1.0625f) == 1.125f);
+  CHECK(tri_gpu(1.0625f) == 1.125f);
+  CHECK(tor(1.0625f) == 1.0f);
+  CHECK(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu) == 0x38);  // RN-even: 1.0 (spec §1)
+  CHECK(tri(-1.0625f) == -1.125f);
+  CHECK(tor(-1.0625f) == -1.0f);
+  // 1.1875 is halfway between 1.125 (001) and 1.25 (010): away and even agree.
+  CHECK(tri(1.1875f) == 1.25f);
+  CHECK(tor(1.1875f) == 1.25f);
+  // Subnormal ties: 2^-10 is halfway between 0 and 2^-9; 5*2^-10 between 2*2^-9 and 3*2^-9.
+  CHECK(tri(std::ldexp(1.0f, -10)) == std::ldexp(1.0f, -9));
+  CHECK(tor(std::ldexp(1.0f, -10)) == 0.0f);
+  CHECK(tri(std::ldexp(5.0f, -10)) == std::ldexp(3.0f, -9));
+  CHECK(tor(std::ldexp(5.0f, -10)) == std::ldexp(2.0f, -9));
+  // E5M2: 1.125 is halfway between 1.0 (00) and 1.25 (01).
+  CHECK(floatexmy_triton(1.125f, Fp8::E5M2, Model::Interpreter) == 1.25f);
+  CHECK(floatexmy_torch(1.125f, Fp8::E5M2) == 1.0f);
+
+  // Every E4M3 midpoint: the Triton path gives the upper neighbour, the torch path the even one.
+  const std::vector<float> g = e4m3_grid();
+  for (std::size_t i = 0; i + 1 < g.size(); ++i) {
+    const float mid = (g[i] + g[i + 1]) / 2.0f;  // exact: neighbours differ by one grid ulp
+    const bool lower_even = (i % 2) == 0;         // the grid alternates even/odd mantissas from 0
+    CAPTURE(mid);
+    CHECK(tri(mid) == g[i + 1]);
+    CHECK(tri(-mid) == -g[i + 1]);
+    CHECK(tor(mid) == (lower_even ? g[i] : g[i + 1]));
+  }
+
+  // COAT's code: the golden cases (Triton kernel under the interpreter with libdevice.round = roundf,
+  // torch on the CPU) agree with the reference, and differ from each other exactly at ties.
+  for (const char* fp8 : {"e4m3", "e5m2"}) {
+    CAPTURE(fp8);
+    const Case t = golden(std::string("coat/coat.fake.floatexmy.triton/") + fp8 + ".edges.safetensors");
+    const Case h = golden(std::string("coat/coat.fake.floatexmy.torch/") + fp8 + ".edges.safetensors");
+    const std::vector<float> x = t.require("input").f32(), yt = t.require("output").f32(), yh = h.require("output").f32();
+    const Fp8 f = std::string(fp8) == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
+    int differ = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      CAPTURE(x[i]);
+      CHECK(bits_of(floatexmy_triton(x[i], f, Model::Interpreter)) == bits_of(yt[i]));
+      CHECK(bits_of(floatexmy_torch(x[i], f)) == bits_of(yh[i]));
+      if (std::isfinite(x[i]) && x[i] != 0.0f && yt[i] != yh[i]) ++differ;
+    }
+    CHECK(differ > 50);  // every tie with an odd lower neighbour, both signs
+  }
+}
+
+TEST_CASE("-0 keeps its sign in the Triton fake path and becomes +0 in the torch fake path") {
+  CHECK(bits_of(tri(-0.0f)) == 0x80000000u);  // sign = 1 - 2*signbit(-0) = -1; -1 * 2^-6 * 0 = -0
+  CHECK(bits_of(tri_gpu(-0.0f)) == 0x80000000u);
+  CHECK(bits_of(tor(-0.0f)) == 0x00000000u);  // x.sign() of -0 is 0: 0 * 2^-6 * 0 = +0
+  // A negative value that underflows keeps its sign in both: sign -1, mant_q 0 gives -0.
+  CHECK(bits_of(tri(-std::ldexp(1.0f, -11))) == 0x80000000u);
+  CHECK(bits_of(tor(-std::ldexp(1.0f, -10))) == 0x80000000u);  // the tie rounds to even 0
+  // COAT's code agrees (golden inputs hold -0 and -2^-10).
+  const Case t = golden("coat/coat.fake.floatexmy.triton/e4m3.edges.safetensors");
+  const Case h = golden("coat/coat.fake.floatexmy.torch/e4m3.edges.safetensors");
+  const std::vector<float> x = t.require("input").f32(), yt = t.require("output").f32(), yh = h.require("output").f32();
+  int negzero = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (bits_of(x[i]) == 0x80000000u) {
+      CHECK(bits_of(yt[i]) == 0x80000000u);
+      CHECK(bits_of(yh[i]) == 0x00000000u);
+      ++negzero;
+    }
+  CHECK(negzero > 0);
+}
+
+TEST_CASE("no saturation: values beyond 448 stay on the extended grid") {
+  // expo is clamped at 8, so 500/256 = 1.953125 rounds to 2.0 (512), 480 = 1.875*256 stays (not E4M3),
+  // and 1000/256 = 3.90625 keeps its integer part 3: 3 + round(0.90625*8)/8 = 3.875 -> 992.
+  CHECK(tri(500.0f) == 512.0f);
+  CHECK(tri(480.0f) == 480.0f);
+  CHECK(tri(1000.0f) == 992.0f);
+  CHECK(tor(500.0f) == 512.0f);
+  // 464 = 1.8125*256 is the tie between 448 and 480: frac 6.5 rounds away to 7 (480, not E4M3) in the
+  // Triton path and to even 6 (448) in the torch path; a real cast would saturate it to 448 (spec §1).
+  CHECK(tri(464.0f) == 480.0f);
+  CHECK(tor(464.0f) == 448.0f);
+}
+
+TEST_CASE("non-finite inputs: NaN flows through |x|, Inf becomes NaN; the GPU model gives the canonical NaN") {
+  CHECK(bits_of(tri(float_from_bits(0xFFC00000u))) == 0x7FC00000u);  // |x| is what reaches y
+  CHECK(bits_of(tri(INFINITY)) == 0xFFC00000u);                      // inf - floor(inf): x86's default NaN
+  CHECK(bits_of(tri_gpu(INFINITY)) == 0x7FFFFFFFu);
+  CHECK(bits_of(tri_gpu(float_from_bits(0xFFC00000u))) == 0x7FFFFFFFu);
+  CHECK(bits_of(tor(float_from_bits(0xFFC00000u))) == 0x7FC00000u);  // torch.sign(NaN) = 0
+}
+
+TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal multiply on CUDA") {
+  // Find an absmax where RN(2a/896) != RN(2a * RN(1/896)) (spec §9), by plain IEEE arithmetic here.
+  float a = 1.0f, by_div = 0, by_rcp = 0;
+  for (int k = 0; k < 100000; ++k, a = std::nextafter(a, 2.0f)) {
+    by_div = (2.0f * a) / 896.0f;
+    by_rcp = (2.0f * a) * (1.0f / 896.0f);
+    if (by_div != by_rcp) break;
+  }
+  REQUIRE(by_div != by_rcp);
+  CHECK(bits_of(symm_scale(a, Fp8::E4M3, Model::Interpreter)) == bits_of(by_div));
+  CHECK(bits_of(symm_scale(a, Fp8::E4M3, Model::Gpu)) == bits_of(by_rcp));
+  CHECK(symm_scale(1.0f, Fp8::E5M2, Model::Interpreter) == 2.0f / 114688.0f);
+
+  // COAT's code on CPU torch: every block scale is (2*(amax+eps))/896 by true division, and the
+  // reference reproduces rq, q and scale bit for bit.
+  const Case c = golden("coat/coat.fake.symm/e4m3.8x64.b1x16.safetensors");
+  const std::vector<float> x = c.require("input").f32(), s = c.require("scale").f32();
+  REQUIRE(s.size() == 8 * 4);
+  int rcp_would_differ = 0;
+  for (std::size_t b = 0; b < s.size(); ++b) {
+    float amax = 0;
+    bool finite = true;
+    for (std::size_t i = 0; i < 16; ++i) {
+      const float v = x[(b / 4) * 64 + (b % 4) * 16 + i];
+      finite = finite && std::isfinite(v);
+      amax = std::fmax(amax, std::fabs(v));
+    }
+    if (!finite) continue;
+    const float abs_eps = amax + 1e-8f;
+    CHECK(bits_of(s[b]) == bits_of((2.0f * abs_eps) / 896.0f));
+    if ((2.0f * abs_eps) * (1.0f / 896.0f) != s[b]) ++rcp_would_differ;
+  }
+  MESSAGE("blocks whose CUDA reciprocal-multiply scale would differ: " << rcp_would_differ);
+  const FormatSpec* f = find_format("coat.fake.symm");
+  REQUIRE(f);
+  const Case r = run_reference(*f, c);
+  for (const char* name : {"rq", "q", "scale"}) {
+    CAPTURE(name);
+    CHECK(r.require(name).bytes == c.require(name).bytes);
+  }
+}
+
+TEST_CASE("SymmQuantizer rejects block sizes that do not divide the shape (COAT asserts)") {
+  std::vector<float> x(8 * 20, 1.0f);
+  CHECK_THROWS_AS(symm_quantize(x, 8, 20, 1, 16, 1e-8f, Fp8::E4M3, Model::Interpreter), std::invalid_argument);
+  CHECK_NOTHROW(symm_quantize(x, 8, 20, -1, -1, 1e-8f, Fp8::E4M3, Model::Interpreter));
+}

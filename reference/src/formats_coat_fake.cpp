@@ -1,0 +1,89 @@
+// Registry entries of COAT's fake quantization: coat.fake.* (docs/formats/coat-fake.md).
+#include <stdexcept>
+
+#include "lowbit/coat_fake.hpp"
+#include "lowbit/formats.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using namespace coat_fake;
+
+Fp8 fp8_of(const nlohmann::json& p) {
+  const auto s = p.at("fp8").get<std::string>();
+  if (s != "e4m3" && s != "e5m2") throw std::runtime_error("fp8 must be e4m3 or e5m2 (got '" + s + "')");
+  return s == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
+}
+
+Model model_of(const nlohmann::json& p) {
+  const auto s = p.at("model").get<std::string>();
+  if (s != "interpreter" && s != "gpu") throw std::runtime_error("model must be interpreter or gpu (got '" + s + "')");
+  return s == "interpreter" ? Model::Interpreter : Model::Gpu;
+}
+
+std::vector<float> input_values(const Case& in) {
+  const Tensor& t = in.require("input");
+  if (t.dtype != DType::F32) throw std::invalid_argument("COAT fake quantization formats take a float32 input");
+  return t.f32();
+}
+
+const char* kProvenance = "NVlabs/COAT 80ec99f coat/activation/fake_quantization/";
+
+FormatSpec elementwise(std::string name, std::string description, std::string provenance, nlohmann::json defaults,
+                       float (*fn)(float, const nlohmann::json&)) {
+  FormatSpec f;
+  f.name = std::move(name);
+  f.description = std::move(description);
+  f.provenance = std::string(kProvenance) + provenance;
+  f.default_params = std::move(defaults);
+  f.inputs = {"input"};
+  f.outputs = {"output"};
+  f.run = [fn](const Case& in, const nlohmann::json& p) {
+    const std::vector<float> x = input_values(in);
+    std::vector<float> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) y[i] = fn(x[i], p);
+    return std::vector<Tensor>{Tensor::from_f32("output", in.require("input").shape, y)};
+  };
+  f.dequantize = [](const Case& c) { return c.require("output").f32(); };
+  return f;
+}
+
+}  // namespace
+
+void register_coat_fake_formats(std::vector<FormatSpec>& out) {
+  out.push_back(elementwise(
+      "coat.fake.floatexmy.triton",
+      "COAT Triton fake FP8 quantization: the value on the ExMy grid, ties away from zero, -0 kept, no saturation",
+      "FloatPointQuantizeTriton.py floatExMy_quantize_triton", {{"fp8", "e4m3"}, {"model", "interpreter"}},
+      [](float x, const nlohmann::json& p) { return floatexmy_triton(x, fp8_of(p), model_of(p)); }));
+  out.push_back(elementwise(
+      "coat.fake.floatexmy.torch",
+      "COAT torch fake FP8 quantization (CPU torch): ties to even, -0 -> +0, no saturation",
+      "FloatPointQuantizeTorch.py floatExMy_quantize_torch", {{"fp8", "e4m3"}},
+      [](float x, const nlohmann::json& p) { return floatexmy_torch(x, fp8_of(p)); }));
+  {
+    FormatSpec f;
+    f.name = "coat.fake.symm";
+    f.description = "COAT SymmQuantizer: per-block absmax+epsilon scale 2*absmax/(Qp-Qn), Q = Triton fake FP8 of x/scale, RQ = Q*scale";
+    f.provenance = std::string(kProvenance) + "quantize_function.py block_cut + SymmQuantizer.forward + block_reshape";
+    f.default_params = {{"fp8", "e4m3"}, {"model", "interpreter"}, {"row_block", 1}, {"col_block", 16}, {"epsilon", 1e-8}};
+    f.inputs = {"input"};
+    f.outputs = {"rq", "q", "scale"};
+    f.scale_tensor = "scale";
+    f.run = [](const Case& in, const nlohmann::json& p) {
+      const Tensor& t = in.require("input");
+      if (t.shape.size() != 2) throw std::invalid_argument("coat.fake.symm takes a 2-D input");
+      const std::vector<float> x = input_values(in);
+      const auto eps = static_cast<float>(p.at("epsilon").get<double>());  // torch: float32 tensor + Python float
+      const Symm s = symm_quantize(x, t.shape[0], t.shape[1], p.at("row_block").get<std::int64_t>(),
+                                   p.at("col_block").get<std::int64_t>(), eps, fp8_of(p), model_of(p));
+      return std::vector<Tensor>{Tensor::from_f32("rq", t.shape, s.rq), Tensor::from_f32("q", t.shape, s.q),
+                                 Tensor::from_f32("scale", {static_cast<std::int64_t>(s.scale.size())}, s.scale)};
+    };
+    f.dequantize = [](const Case& c) { return c.require("rq").f32(); };
+    out.push_back(std::move(f));
+  }
+}
+
+}  // namespace lowbit
