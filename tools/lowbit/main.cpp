@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
   CLI::App app{"lowbit: bit-exact conformance checks for low-bit optimizer-state quantizers"};
   app.set_version_flag("--version", std::string("lowbit ") + version());
   app.require_subcommand(1);
-  const std::vector<Subcommand> subcommands{add_compare_command(app), add_conform_command(app),
+  const std::vector<Subcommand> subcommands{add_audit_command(app), add_compare_command(app), add_conform_command(app),
                                            add_golden_command(app), add_inspect_command(app),
                                            add_study_command(app), add_sweep_command(app)};
 

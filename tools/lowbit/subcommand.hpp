@@ -10,6 +10,7 @@ struct Subcommand {
   std::function<int()> run;  // returns an ExitCode
 };
 
+Subcommand add_audit_command(CLI::App& parent);
 Subcommand add_compare_command(CLI::App& parent);
 Subcommand add_conform_command(CLI::App& parent);
 Subcommand add_golden_command(CLI::App& parent);

@@ -1,0 +1,435 @@
+// lowbit audit: round-trip error of each format's reference quantize -> dequantize, per block size,
+// on synthetic inputs and on the moments of a real optimizer state (docs/audit.md). A measurement,
+// not a conformance check: exit 0 when it ran. The reports hold no timings and no thread count, so
+// they are the same bytes for any --threads.
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "command.hpp"
+#include "lowbit/atomic_file.hpp"
+#include "lowbit/audit.hpp"
+#include "lowbit/audit_trajectory.hpp"
+#include "lowbit/case.hpp"
+#include "progress.hpp"
+#include "report_output.hpp"
+#include "subcommand.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct AuditOptions {
+  std::vector<std::string> formats;
+  std::vector<long long> block_sizes;
+  std::vector<std::string> inputs;
+  std::string state;
+  std::vector<std::string> tensors;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  ReportOutput output;
+  std::string csv_path;
+  bool quiet = false;
+  bool trajectory = false;
+  int steps = 300;
+  double lr = 1e-2;
+  std::uint64_t seed = 1;
+};
+
+struct Source {
+  std::string name;           // the spec, or FILE:tensor
+  std::string state_tensor;   // non-empty: a tensor of the --state file
+};
+
+struct Row {
+  std::string input;
+  audit::Format format;
+  std::size_t block;
+  std::string note;  // non-empty: not run, and why
+  audit::Metrics m;
+};
+
+struct InputInfo {
+  std::string name;
+  std::size_t n = 0;
+  bool is_signed = false;
+};
+
+// Numbers for machines: shortest round-trip text; "inf" for an exact round trip's SQNR.
+std::string num(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{}", v);
+}
+std::string short_num(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.4g}", v);
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string to_csv(const std::vector<Row>& rows) {
+  std::string out =
+      "input,format,block_size,status,n,blocks,signed,mean_abs_error,mean_rel_error,rel_l2_error,max_abs_error,"
+      "sqnr_db,nonzeros,flushed,flushed_fraction,worst_block,worst_block_mean_abs_error,note\n";
+  for (const Row& r : rows) {
+    out += fmt::format("{},{},{},", csv_field(r.input), audit::format_name(r.format), r.block);
+    if (!r.note.empty()) {
+      out += fmt::format("n/a,,,,,,,,,,,,,,{}\n", csv_field(r.note));
+      continue;
+    }
+    const audit::Metrics& m = r.m;
+    out += fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{},{},\n", m.n, m.blocks, m.is_signed ? 1 : 0,
+                       num(m.mean_abs), num(m.mean_rel), num(m.rel_l2), num(m.max_abs), num(m.sqnr_db), m.nonzeros,
+                       m.flushed, num(m.flushed_fraction), m.worst_block, num(m.worst_block_mean_abs));
+  }
+  return out;
+}
+
+nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows) {
+  nlohmann::json j = {{"tool", "lowbit"}, {"version", version()}, {"command", "audit"}};
+  j["formats"] = nlohmann::json::array();
+  for (const auto& f : o.formats) j["formats"].push_back(f);
+  j["block_sizes"] = o.block_sizes;
+  j["inputs"] = nlohmann::json::array();
+  for (const InputInfo& i : inputs) j["inputs"].push_back({{"name", i.name}, {"n", i.n}, {"signed", i.is_signed}});
+  j["rows"] = nlohmann::json::array();
+  for (const Row& r : rows) {
+    nlohmann::json row = {{"input", r.input}, {"format", audit::format_name(r.format)}, {"block_size", r.block}};
+    if (!r.note.empty()) {
+      row["status"] = "n/a";
+      row["note"] = r.note;
+    } else {
+      const audit::Metrics& m = r.m;
+      row["status"] = "ok";
+      row["n"] = m.n;
+      row["blocks"] = m.blocks;
+      row["mean_abs_error"] = m.mean_abs;
+      row["mean_rel_error"] = m.mean_rel;
+      row["rel_l2_error"] = m.rel_l2;
+      row["max_abs_error"] = m.max_abs;
+      row["sqnr_db"] = std::isinf(m.sqnr_db) ? nlohmann::json(nullptr) : nlohmann::json(m.sqnr_db);
+      row["nonzeros"] = m.nonzeros;
+      row["flushed"] = m.flushed;
+      row["flushed_fraction"] = m.flushed_fraction;
+      row["worst_block"] = {{"index", m.worst_block}, {"mean_abs_error", m.worst_block_mean_abs}};
+    }
+    j["rows"].push_back(row);
+  }
+  return j;
+}
+
+std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows) {
+  std::string joined;
+  for (const auto& f : o.formats) joined += (joined.empty() ? "" : ", ") + f;
+  std::string md = fmt::format("# Round-trip error audit\n\nlowbit {}; formats {}; block sizes", version(), joined);
+  for (std::size_t k = 0; k < o.block_sizes.size(); ++k) md += fmt::format("{}{}", k ? ", " : " ", o.block_sizes[k]);
+  md += ". Definitions of the measures: docs/audit.md.\n";
+  for (const InputInfo& in : inputs) {
+    md += fmt::format("\n## {}\n\n{} values, {}.\n", in.name, in.n,
+                      in.is_signed ? "signed (signed maps)" : "non-negative (unsigned maps, COAT second-moment path)");
+    const auto wide = [&](const std::string& title, auto value) {
+      md += fmt::format("\n{}:\n\n| format |", title);
+      for (long long b : o.block_sizes) md += fmt::format(" {} |", b);
+      md += "\n|---|";
+      for (std::size_t k = 0; k < o.block_sizes.size(); ++k) md += "---:|";
+      md += "\n";
+      for (const auto& f : o.formats) {
+        md += fmt::format("| {} |", f);
+        for (const Row& r : rows)
+          if (r.input == in.name && audit::format_name(r.format) == f)
+            md += r.note.empty() ? fmt::format(" {} |", value(r.m)) : " n/a |";
+        md += "\n";
+      }
+    };
+    wide("Mean absolute error", [](const audit::Metrics& m) { return short_num(m.mean_abs); });
+    wide("SQNR (dB)", [](const audit::Metrics& m) { return fmt::format("{:.2f}", m.sqnr_db); });
+    md += "\nAll measures:\n\n| format | block | mean abs | mean rel (bnb) | rel L2 | max abs | SQNR dB | flushed "
+          "| worst block (mean abs) |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    std::map<std::string, std::string> not_run;  // note -> "format block, ..."
+    for (const Row& r : rows) {
+      if (r.input != in.name) continue;
+      if (!r.note.empty()) {
+        std::string& list = not_run[r.note];
+        list += fmt::format("{}{} {}", list.empty() ? "" : ", ", audit::format_name(r.format), r.block);
+        continue;
+      }
+      const audit::Metrics& m = r.m;
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} / {} | {} ({}) |\n", audit::format_name(r.format),
+                        r.block, short_num(m.mean_abs), short_num(m.mean_rel), short_num(m.rel_l2), short_num(m.max_abs),
+                        m.sqnr_db, m.flushed, m.nonzeros, m.worst_block, short_num(m.worst_block_mean_abs));
+    }
+    for (const auto& [note, list] : not_run) md += fmt::format("\n{}: {}.\n", note, list);
+  }
+  return md;
+}
+
+std::vector<float> tensor_values(const Tensor& t, const std::string& file) {
+  if (t.dtype == DType::F32) return t.f32();
+  if (t.dtype == DType::F16 || t.dtype == DType::BF16) {
+    const std::vector<std::uint16_t> bits = t.u16();
+    std::vector<float> out(bits.size());
+    for (std::size_t i = 0; i < bits.size(); ++i) out[i] = float_of_bits(t.dtype, bits[i]);
+    return out;
+  }
+  throw UsageError(fmt::format("{}: tensor '{}' is {}; the audit reads F32, BF16 and F16", file, t.name,
+                               dtype_name(t.dtype)));
+}
+
+
+// ---- --trajectory: the report of audit_trajectory.hpp's runs -------------------------------------
+
+struct TrajectoryRow {
+  int step;
+  std::string variant;
+  double loss, distance, relative_distance;
+};
+
+int run_trajectory(AuditOptions o) {
+  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
+  if (o.steps < 1 || o.steps > 100000) throw UsageError(fmt::format("--steps must be in 1..100000 (got {})", o.steps));
+  if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError(fmt::format("--lr must be positive (got {})", o.lr));
+  if (!o.csv_path.empty()) {
+    try {
+      ensure_writable(o.csv_path);
+    } catch (const std::exception& e) {
+      throw UsageError(e.what());
+    }
+  }
+  o.output.prepare();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto& variants = audit::trajectory_variants();
+  std::vector<std::vector<audit::TrajectoryPoint>> runs(variants.size());
+  const auto count = static_cast<long long>(variants.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(o.threads)
+  for (long long k = 0; k < count; ++k) {
+    const auto i = static_cast<std::size_t>(k);
+    runs[i] = audit::run_trajectory_variant(o.seed, variants[i], o.steps, o.lr);
+  }
+  std::vector<TrajectoryRow> rows;
+  for (int t = 0; t <= o.steps; ++t) {
+    const auto ts = static_cast<std::size_t>(t);
+    const auto& ref = runs[0][ts].w;
+    double ref2 = 0;
+    for (float r : ref) ref2 += static_cast<double>(r) * r;
+    for (std::size_t k = 0; k < variants.size(); ++k) {
+      double d2 = 0;
+      for (std::size_t i = 0; i < ref.size(); ++i) {
+        const double d = static_cast<double>(runs[k][ts].w[i]) - ref[i];
+        d2 += d * d;
+      }
+      rows.push_back({t, variants[k], runs[k][ts].loss, std::sqrt(d2), ref2 > 0 ? std::sqrt(d2 / ref2) : 0.0});
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  std::string csv = "step,variant,loss,param_distance,relative_param_distance\n";
+  for (const auto& r : rows)
+    csv += fmt::format("{},{},{},{},{}\n", r.step, r.variant, num(r.loss), num(r.distance), num(r.relative_distance));
+  std::vector<int> marks;
+  for (int t : {0, 1, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000})
+    if (t < o.steps) marks.push_back(t);
+  marks.push_back(o.steps);
+  std::string md = fmt::format(
+      "# AdamW trajectories with quantized states\n\nLeast squares (docs/audit.md): X 512x64 with column scales "
+      "exp(N(0,1)), W 64x64 from 0, seed {}, lr {}, betas (0.9, 0.999), eps 1e-8, no weight decay, {} steps; "
+      "each variant the library's fused step on the reference. Loss, and in brackets ||W - W_fp32|| / ||W_fp32||:\n\n| "
+      "variant |",
+      o.seed, o.lr, o.steps);
+  for (int t : marks) md += fmt::format(" step {} |", t);
+  md += "\n|---|";
+  for (std::size_t k = 0; k < marks.size(); ++k) md += "---:|";
+  md += "\n";
+  nlohmann::json j = {{"tool", "lowbit"}, {"version", version()}, {"command", "audit --trajectory"},
+                      {"seed", o.seed},    {"lr", o.lr},            {"steps", o.steps}};
+  j["variants"] = nlohmann::json::array();
+  for (std::size_t k = 0; k < variants.size(); ++k) {
+    md += fmt::format("| {} |", variants[k]);
+    nlohmann::json loss = nlohmann::json::array(), dist = nlohmann::json::array();
+    for (int t = 0; t <= o.steps; ++t) {
+      const TrajectoryRow& r = rows[static_cast<std::size_t>(t) * variants.size() + k];
+      loss.push_back(r.loss);
+      dist.push_back(r.relative_distance);
+      if (std::find(marks.begin(), marks.end(), t) != marks.end())
+        md += fmt::format(" {} ({}) |", short_num(r.loss), short_num(r.relative_distance));
+    }
+    md += "\n";
+    j["variants"].push_back({{"name", variants[k]}, {"loss", loss}, {"relative_param_distance", dist}});
+  }
+  for (std::size_t k = 0; k < variants.size(); ++k) {
+    const TrajectoryRow& r = rows[static_cast<std::size_t>(o.steps) * variants.size() + k];
+    fmt::print("  {:<16} loss {:<12} distance to fp32 {}\n", variants[k], short_num(r.loss), short_num(r.relative_distance));
+  }
+  fmt::print("audit --trajectory: {} variants x {} steps in {:.1f} s on {} thread(s)\n", variants.size(), o.steps,
+             seconds, o.threads);
+  if (!o.csv_path.empty()) write_file_atomically(o.csv_path, csv);
+  o.output.write(j.dump(2) + "\n", md);
+  return kConformant;
+}
+
+int run_audit(AuditOptions o) {
+  if (o.trajectory) return run_trajectory(std::move(o));
+  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
+  std::vector<audit::Format> formats;
+  if (o.formats.empty())
+    for (const auto& f : audit::formats()) o.formats.emplace_back(f.name);
+  for (const auto& f : o.formats) {
+    try {
+      formats.push_back(audit::parse_format(f));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--formats: {}", e.what()));
+    }
+  }
+  if (o.block_sizes.empty())
+    for (long long b = 32; b <= 4096; b *= 2) o.block_sizes.push_back(b);
+  for (long long b : o.block_sizes)
+    if (b < static_cast<long long>(audit::kMinBlock) || b > static_cast<long long>(audit::kMaxBlock) || (b & (b - 1)))
+      throw UsageError(fmt::format("--block-sizes: {} is not a power of two in {}..{}", b, audit::kMinBlock,
+                                   audit::kMaxBlock));
+  for (const auto& spec : o.inputs) {
+    try {
+      audit::check_input(spec);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--input: {}", e.what()));
+    }
+  }
+  if (!o.tensors.empty() && o.state.empty()) throw UsageError("--tensors needs --state FILE");
+  if (!o.csv_path.empty()) {
+    try {
+      ensure_writable(o.csv_path);
+    } catch (const std::exception& e) {
+      throw UsageError(e.what());
+    }
+  }
+  o.output.prepare();
+
+  std::vector<Source> sources;
+  for (const auto& spec : o.inputs) sources.push_back({spec, ""});
+  Case state;
+  if (!o.state.empty()) {
+    state = read_case(o.state);  // CaseError names the file and the fault
+    if (o.tensors.empty()) {
+      for (const Tensor& t : state.tensors) {
+        if (t.name.find("exp_avg") == std::string::npos) continue;
+        if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16)
+          sources.push_back({o.state + ":" + t.name, t.name});
+        else  // e.g. the codes of an already quantized state
+          fmt::print(stderr, "lowbit: note: {}: skipping '{}' ({}, not F32/BF16/F16)\n", o.state, t.name,
+                     dtype_name(t.dtype));
+      }
+      if (sources.size() == o.inputs.size()) {
+        std::string names;
+        for (const Tensor& t : state.tensors) names += (names.empty() ? "" : ", ") + t.name;
+        throw UsageError(fmt::format("{}: no tensor whose name contains exp_avg (tensors: {}); name them with --tensors",
+                                     o.state, names.empty() ? "none" : names));
+      }
+    } else {
+      for (const auto& name : o.tensors) {
+        if (!state.find(name)) throw UsageError(fmt::format("{}: no tensor named '{}'", o.state, name));
+        sources.push_back({o.state + ":" + name, name});
+      }
+    }
+  }
+  if (sources.empty()) sources.push_back({"normal:n=1048576,seed=1", ""});
+
+  std::vector<Row> rows;
+  std::vector<InputInfo> infos;
+  std::uint64_t total = 0, done = 0;
+  Progress progress("audit", o.quiet);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (std::size_t s = 0; s < sources.size(); ++s) {
+    const Source& src = sources[s];
+    std::vector<float> x;
+    if (src.state_tensor.empty()) {
+      try {
+        x = audit::make_input(src.name);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("--input: {}", e.what()));
+      }
+    } else {
+      x = tensor_values(state.require(src.state_tensor), o.state);
+    }
+    if (s == 0) total = static_cast<std::uint64_t>(sources.size()) * formats.size() * o.block_sizes.size();
+    bool is_signed = false;
+    for (float v : x) is_signed = is_signed || v < 0.0f;
+    infos.push_back({src.name, x.size(), is_signed});
+    for (audit::Format f : formats)
+      for (long long b : o.block_sizes) {
+        Row r{src.name, f, static_cast<std::size_t>(b), audit::unsupported_reason(f, static_cast<std::size_t>(b)), {}};
+        if (r.note.empty()) {
+          try {
+            r.m = audit::audit(f, x, r.block, o.threads);
+          } catch (const std::invalid_argument& e) {
+            throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+          }
+        }
+        rows.push_back(std::move(r));
+        progress.update(++done, total);
+      }
+  }
+  progress.finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // People: the mean absolute errors, one line per input and format.
+  for (const InputInfo& in : infos) {
+    fmt::print("{} ({} values)\n", in.name, in.n);
+    for (const auto& f : o.formats) {
+      std::string line = fmt::format("  {:<16}", f);
+      for (const Row& r : rows)
+        if (r.input == in.name && audit::format_name(r.format) == f)
+          line += r.note.empty() ? fmt::format(" {:>4}:{:<10}", r.block, short_num(r.m.mean_abs))
+                                 : fmt::format(" {:>4}:{:<10}", r.block, "n/a");
+      fmt::print("{}\n", line);
+    }
+  }
+  fmt::print("audit: {} rows in {:.1f} s on {} thread(s)\n", rows.size(), seconds, o.threads);
+  if (!o.csv_path.empty()) write_file_atomically(o.csv_path, to_csv(rows));
+  o.output.write(to_json(o, infos, rows).dump(2) + "\n", to_markdown(o, infos, rows));
+  return kConformant;
+}
+
+}  // namespace
+
+Subcommand add_audit_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand(
+      "audit",
+      "Round-trip error (quantize -> dequantize with the reference) per format and block size, on synthetic inputs\n"
+      "and on the moments of a saved optimizer state: mean absolute and relative error, relative L2, max error,\n"
+      "SQNR, values flushed to zero, worst block (docs/audit.md). A measurement: exit 0 when it ran.");
+  auto o = std::make_shared<AuditOptions>();
+  std::string known;
+  for (const auto& f : audit::formats()) known += (known.empty() ? "" : ", ") + std::string(f.name);
+  cmd->add_option("--formats", o->formats, "Comma-separated formats (default all): " + known)->delimiter(',');
+  cmd->add_option("--block-sizes", o->block_sizes,
+                  "Comma-separated powers of two in 16..65536 (default 32,64,...,4096); a format that does not run at a "
+                  "size is reported n/a")
+      ->delimiter(',');
+  cmd->add_option("--input", o->inputs,
+                  "Input specs (one or more): normal|uniform|lognormal|student-t|constant|outliers:key=value,... as for "
+                  "golden generate, or adam-m|adam-v:n=,seed=,steps=,std=,spread= (synthetic AdamW moments). Default "
+                  "normal:n=1048576,seed=1 when no --state");
+  cmd->add_option("--state", o->state, "A safetensors optimizer state: audits every tensor whose name contains exp_avg");
+  cmd->add_option("--tensors", o->tensors, "Comma-separated tensor names of --state to audit instead")->delimiter(',');
+  cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")->capture_default_str();
+  cmd->add_option("--csv", o->csv_path, "Write one CSV row per input, format and block size here");
+  o->output.add_options(*cmd);
+  cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+  cmd->add_flag("--trajectory", o->trajectory,
+                "Instead: train a least-squares problem with fp32 AdamW and with each quantized-state AdamW (torchao "
+                "8-bit, 4-bit, FP8, bitsandbytes 8-bit, COAT FP8 with and without expansion); loss and distance to the "
+                "fp32 run per step (--csv, --report, --markdown)");
+  cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
+  cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();
+  return {cmd, [o] { return run_audit(*o); }};
+}
+
+}  // namespace lowbit::cli
