@@ -11,6 +11,8 @@
 #include "lowbit/coat_exact.hpp"
 #include "lowbit/coat_optimizer.hpp"
 #include "lowbit/fp8.hpp"
+#include "lowbit/generators.hpp"
+#include "lowbit/oracle.hpp"
 
 namespace lowbit::coat {
 
@@ -18,52 +20,40 @@ namespace {
 
 using Wide = boost::multiprecision::cpp_bin_float_quad;
 
-// Uniform in [0, 1) and standard normal from a mt19937_64 stream (our own transforms, so every
-// standard library draws the same groups).
-double uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-double normal(std::mt19937_64& rng) {
-  const double u1 = 1.0 - uniform(rng), u2 = uniform(rng);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
-}
-
 struct Drawn {
   std::vector<float> values;
   bool second;  // a second moment: non-negative, no sign handling
 };
 
-// Group `index` of input `kind`: the scale of each group is log-uniform over five decades, as the
+// Group `index` of input `kind`, drawn with the generators' transforms (the same groups with every
+// standard library): the scale of each group is log-uniform over five decades, as the
 // moments of different parameters are.
 Drawn draw(std::size_t kind, std::uint64_t seed, std::uint64_t index) {
   std::mt19937_64 rng(seed * 1000003u + kind * 7919u + index);
-  const double sigma = std::pow(10.0, -6.0 + 5.0 * uniform(rng));
+  const double sigma = std::pow(10.0, -6.0 + 5.0 * unit_uniform(rng));
   Drawn d{std::vector<float>(kGroup), kind == 1 || kind == 4};
   for (float& x : d.values) {
     switch (kind) {
-      case 0: x = static_cast<float>(sigma * normal(rng)); break;
-      case 1: { const double g = sigma * normal(rng); x = static_cast<float>(g * g); break; }
+      case 0: x = static_cast<float>(sigma * standard_normal(rng)); break;
+      case 1: { const double g = sigma * standard_normal(rng); x = static_cast<float>(g * g); break; }
       case 2: {  // Student-t with 3 degrees of freedom: normal / sqrt(chi-square(3) / 3)
         double chi = 0;
-        for (int k = 0; k < 3; ++k) { const double z = normal(rng); chi += z * z; }
-        x = static_cast<float>(sigma * normal(rng) / std::sqrt(chi / 3.0));
+        for (int k = 0; k < 3; ++k) { const double z = standard_normal(rng); chi += z * z; }
+        x = static_cast<float>(sigma * standard_normal(rng) / std::sqrt(chi / 3.0));
         break;
       }
-      case 3: x = uniform(rng) < 0.25 ? 0.0f : static_cast<float>(sigma * normal(rng)); break;
-      default: x = static_cast<float>(sigma * std::exp(2.0 * normal(rng))); break;
+      case 3: x = unit_uniform(rng) < 0.25 ? 0.0f : static_cast<float>(sigma * standard_normal(rng)); break;
+      default: x = static_cast<float>(sigma * std::exp(2.0 * standard_normal(rng))); break;
     }
   }
   return d;
 }
 
+// |got - exact| in binary32 ulps at the exact value (oracle::ulp_error); a non-finite got is infinitely off.
 double ulps(float got, const Wide& exact) {
-  const double e = static_cast<double>(exact);
-  if (e == 0) return got == 0 ? 0 : INFINITY;
-  int exponent = 0;
-  std::frexp(e, &exponent);
-  const double ulp = std::ldexp(1.0, std::max(exponent - 24, -149));
-  return static_cast<double>(boost::multiprecision::abs(Wide(static_cast<double>(got)) - exact)) / ulp;
+  if (!std::isfinite(got)) return INFINITY;
+  return static_cast<double>(oracle::ulp_error(got, oracle::Exact(exact)));
 }
-
-int code_ordinal(std::uint8_t c) { return (c & 0x80) ? -static_cast<int>(c & 0x7F) : static_cast<int>(c & 0x7F); }
 
 struct Partial {
   std::uint64_t degenerate = 0, k_differs = 0, elements = 0, codes_differ = 0, max_distance = 0;
@@ -95,7 +85,7 @@ Partial study_group(const Drawn& d, int expand_min) {
     ++p.elements;
     if (q.codes[i] != x.codes[i]) {
       ++p.codes_differ;
-      const auto distance = static_cast<std::uint64_t>(std::abs(code_ordinal(q.codes[i]) - code_ordinal(x.codes[i])));
+      const auto distance = static_cast<std::uint64_t>(std::abs(fp8::code_ordinal(q.codes[i]) - fp8::code_ordinal(x.codes[i])));
       p.max_distance = std::max(p.max_distance, distance);
     }
     if (v == 0) continue;

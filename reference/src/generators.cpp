@@ -20,15 +20,6 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
   return keys;
 }
 
-// Uniform in [0, 1) from the top 53 bits.
-double unit(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// Standard normal by Box-Muller (the cosine branch only: one draw per pair, simple and portable).
-double gaussian(std::mt19937_64& rng) {
-  const double u1 = 1.0 - unit(rng);  // (0, 1]
-  const double u2 = unit(rng);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-}
 
 std::vector<float> special_values() {
   const float inf = std::numeric_limits<float>::infinity();
@@ -106,31 +97,39 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     double v = 0;
-    if (spec.kind == "normal") v = spec.number("mean", 0) + spec.number("std", 1) * gaussian(rng);
+    if (spec.kind == "normal") v = spec.number("mean", 0) + spec.number("std", 1) * standard_normal(rng);
     else if (spec.kind == "uniform") {
       const double lo = spec.number("lo", -1), hi = spec.number("hi", 1);
-      v = lo + (hi - lo) * unit(rng);
+      v = lo + (hi - lo) * unit_uniform(rng);
     } else if (spec.kind == "lognormal") {
-      v = std::exp(spec.number("mu", 0) + spec.number("sigma", 2) * gaussian(rng));
+      v = std::exp(spec.number("mu", 0) + spec.number("sigma", 2) * standard_normal(rng));
       if (rng() & 1) v = -v;
     } else if (spec.kind == "student-t") {
       // t = Z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals (nu rounded to a whole number)
       const int nu = std::max(1, static_cast<int>(spec.number("nu", 3)));
       double chi2 = 0;
       for (int k = 0; k < nu; ++k) {
-        const double z = gaussian(rng);
+        const double z = standard_normal(rng);
         chi2 += z * z;
       }
-      v = gaussian(rng) / std::sqrt(chi2 / nu + 1e-300);
+      v = standard_normal(rng) / std::sqrt(chi2 / nu + 1e-300);
     } else if (spec.kind == "constant") v = spec.number("value", 1);
     else if (spec.kind == "outliers") {
       const auto block = static_cast<std::size_t>(std::max(1.0, spec.number("block", 256)));
-      v = spec.number("std", 1) * gaussian(rng);
+      v = spec.number("std", 1) * standard_normal(rng);
       if (i % block == (block / 2)) v *= spec.number("scale", 1e4);
     }
     out.push_back(static_cast<float>(v));
   }
   return out;
+}
+
+double unit_uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+double standard_normal(std::mt19937_64& rng) {
+  const double u1 = 1.0 - unit_uniform(rng);  // (0, 1]
+  const double u2 = unit_uniform(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
 }  // namespace lowbit

@@ -1,3 +1,4 @@
+// torchao's Adam/AdamW step on low-bit and dense states (optimizer.hpp; docs/formats/torchao-adam.md).
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -41,10 +42,6 @@ void store(Moment& m, std::span<const float> values, const TorchaoAdamOptions& o
 std::size_t state_size(const Moment& m, TorchaoState kind) {
   return kind == TorchaoState::Dense ? m.values.size() : m.codes.size();
 }
-
-}  // namespace
-
-namespace {
 
 // x moved by k binary32 ulps (k in -1..1 here), toward +inf for k > 0.
 float step_ulps(float x, int k) {

@@ -185,6 +185,16 @@ std::vector<float> tensor_values(const Tensor& t, const std::string& file) {
 }
 
 
+// --csv is checked before the work starts, like --report.
+void check_csv_path(const std::string& path) {
+  if (path.empty()) return;
+  try {
+    ensure_writable(path);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
 // ---- --trajectory: the report of audit_trajectory.hpp's runs -------------------------------------
 
 struct TrajectoryRow {
@@ -197,13 +207,7 @@ int run_trajectory(AuditOptions o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   if (o.steps < 1 || o.steps > 100000) throw UsageError(fmt::format("--steps must be in 1..100000 (got {})", o.steps));
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError(fmt::format("--lr must be positive (got {})", o.lr));
-  if (!o.csv_path.empty()) {
-    try {
-      ensure_writable(o.csv_path);
-    } catch (const std::exception& e) {
-      throw UsageError(e.what());
-    }
-  }
+  check_csv_path(o.csv_path);
   o.output.prepare();
   const auto t0 = std::chrono::steady_clock::now();
   const auto& variants = audit::trajectory_variants();
@@ -302,13 +306,7 @@ int run_audit(AuditOptions o) {
     }
   }
   if (!o.tensors.empty() && o.state.empty()) throw UsageError("--tensors needs --state FILE");
-  if (!o.csv_path.empty()) {
-    try {
-      ensure_writable(o.csv_path);
-    } catch (const std::exception& e) {
-      throw UsageError(e.what());
-    }
-  }
+  check_csv_path(o.csv_path);
   o.output.prepare();
 
   std::vector<Source> sources;

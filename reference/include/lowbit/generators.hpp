@@ -4,6 +4,7 @@
 // std:: distributions, whose outputs differ between standard libraries.
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,13 @@ struct InputSpec {
   double number(const std::string& key, double fallback) const;
 };
 
-InputSpec parse_input_spec(const std::string& text);  // std::invalid_argument on a bad spec
+InputSpec parse_input_spec(const std::string& text);
+
+// The transforms every generator draws with, for other code that needs its own distributions:
+// uniform in [0, 1) from the top 53 bits, and a standard normal by Box-Muller (the cosine branch
+// only: one draw per pair, simple and portable).
+double unit_uniform(std::mt19937_64& rng);
+double standard_normal(std::mt19937_64& rng);  // std::invalid_argument on a bad spec
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
 }  // namespace lowbit
