@@ -83,6 +83,26 @@ float group_scale(float amax_value, const Options& o) {
   return div(amax_value + kScaleMinThres, fp8_max(o.fp8), o.division);
 }
 
+// 1 x QB groups along each row of a rows x cols view of x (element (r, c) at r * row_stride +
+// c * col_stride): codes from the fp32 scale S, the stored scale per o.scale_dtype. The transposed
+// kernel runs it twice, on x and on x^T.
+Quantized quantize_row_groups(const float* x, std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
+                              std::int64_t col_stride, const Options& o) {
+  const std::int64_t qb = o.group_size;
+  Quantized q;
+  q.codes.resize(static_cast<std::size_t>(rows * cols));
+  q.scale.resize(static_cast<std::size_t>(rows * (cols / qb)));
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t g = 0; g < cols / qb; ++g) {
+      const float* p = x + r * row_stride + g * qb * col_stride;
+      const float s = group_scale(amax(p, qb, col_stride), o);
+      for (std::int64_t i = 0; i < qb; ++i)
+        q.codes[r * cols + g * qb + i] = cast_fp8(div(p[i * col_stride], s, o.division), o.fp8, o.casts);
+      q.scale[r * (cols / qb) + g] = stored_scale(s, o.scale_dtype, o.casts);
+    }
+  return q;
+}
+
 }  // namespace
 
 float fp8_max(Fp8 f) { return f == Fp8::E4M3 ? 448.0f : 57344.0f; }
@@ -124,17 +144,7 @@ Quantized quantize_pergroup(std::span<const float> x, std::int64_t m, std::int64
     throw std::invalid_argument("COAT per-group quantization needs M % (2*QB) == 0 and N % (4*QB) == 0 (no boundary "
                                 "checks; every autotuned tile must fit), got M=" + std::to_string(m) +
                                 " N=" + std::to_string(n) + " QB=" + std::to_string(qb));
-  Quantized q;
-  q.codes.resize(x.size());
-  q.scale.resize(static_cast<std::size_t>(m * (n / qb)));
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t g = 0; g < n / qb; ++g) {
-      const float* p = x.data() + r * n + g * qb;
-      const float s = group_scale(amax(p, qb, 1), o);
-      for (std::int64_t i = 0; i < qb; ++i) q.codes[r * n + g * qb + i] = cast_fp8(div(p[i], s, o.division), o.fp8, o.casts);
-      q.scale[r * (n / qb) + g] = stored_scale(s, o.scale_dtype, o.casts);
-    }
-  return q;
+  return quantize_row_groups(x.data(), m, n, n, 1, o);
 }
 
 // Reference: COAT 80ec99f coat/activation/real_quantization/_quantize_pertensor.py fp8_quantize_pertensor (kernel 74-91, torch max 139, _division.py fp8_division 84-114)
@@ -171,28 +181,8 @@ Transposed quantize_pergroup_transposed(std::span<const float> x, std::int64_t m
   if (m % qb != 0 || n % qb != 0)
     throw std::invalid_argument("COAT transposed per-group quantization needs M and N to be multiples of QB, got M=" +
                                 std::to_string(m) + " N=" + std::to_string(n) + " QB=" + std::to_string(qb));
-  Transposed t;
-  t.rows.codes.resize(x.size());
-  t.rows.scale.resize(static_cast<std::size_t>(m * (n / qb)));
-  t.transposed.codes.resize(x.size());
-  t.transposed.scale.resize(static_cast<std::size_t>(n * (m / qb)));
-  for (std::int64_t r = 0; r < m; ++r)
-    for (std::int64_t g = 0; g < n / qb; ++g) {
-      const float* p = x.data() + r * n + g * qb;
-      const float s = group_scale(amax(p, qb, 1), o);
-      for (std::int64_t i = 0; i < qb; ++i)
-        t.rows.codes[r * n + g * qb + i] = cast_fp8(div(p[i], s, o.division), o.fp8, o.casts);
-      t.rows.scale[r * (n / qb) + g] = stored_scale(s, o.scale_dtype, o.casts);
-    }
-  for (std::int64_t c = 0; c < n; ++c)  // row c of x^T, groups of QB along M
-    for (std::int64_t g = 0; g < m / qb; ++g) {
-      const float* p = x.data() + g * qb * n + c;
-      const float s = group_scale(amax(p, qb, n), o);
-      for (std::int64_t i = 0; i < qb; ++i)
-        t.transposed.codes[c * m + g * qb + i] = cast_fp8(div(p[i * n], s, o.division), o.fp8, o.casts);
-      t.transposed.scale[c * (m / qb) + g] = stored_scale(s, o.scale_dtype, o.casts);
-    }
-  return t;
+  // y and s_y: rows of x; y_t and s_y_t: rows of x^T, its own groups along M
+  return {quantize_row_groups(x.data(), m, n, n, 1, o), quantize_row_groups(x.data(), n, m, 1, n, o)};
 }
 
 // Reference: COAT 80ec99f coat/activation/real_quantization/_quantize_perblock.py fp8_quantize_perblock (kernel 72-83)
