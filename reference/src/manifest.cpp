@@ -1,5 +1,7 @@
 #include "lowbit/manifest.hpp"
 
+#include <fnmatch.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -61,6 +63,15 @@ ManifestEntry describe_case_file(const std::string& dir, const std::string& rela
   const Case c = parse_case(bytes, full);
   return {relative_path, sha256_hex(bytes), bytes.size(), c.format(), c.meta("source"), c.meta("function"),
           c.meta("generator")};
+}
+
+std::vector<const ManifestEntry*> select_entries(const Manifest& m, const std::string& format_glob,
+                                                 const std::string& path_glob) {
+  std::vector<const ManifestEntry*> selected;
+  for (const ManifestEntry& e : m.files)
+    if (fnmatch(format_glob.c_str(), e.format.c_str(), 0) == 0 && fnmatch(path_glob.c_str(), e.path.c_str(), 0) == 0)
+      selected.push_back(&e);
+  return selected;
 }
 
 void upsert(Manifest& m, ManifestEntry e) {

@@ -1,6 +1,5 @@
 // lowbit conform: the reference on every golden case's inputs, compared with the case's outputs.
 #include <fmt/core.h>
-#include <fnmatch.h>
 
 #include <map>
 
@@ -28,9 +27,7 @@ struct FormatTally {
 int run_conform(ConformOptions o) {
   o.output.prepare();
   const Manifest manifest = read_manifest(o.golden);
-  std::vector<const ManifestEntry*> selected;
-  for (const ManifestEntry& e : manifest.files)
-    if (fnmatch(o.format_glob.c_str(), e.format.c_str(), 0) == 0) selected.push_back(&e);
+  const std::vector<const ManifestEntry*> selected = select_entries(manifest, o.format_glob);
   if (selected.empty()) {
     fmt::print("no golden cases in {} match format '{}' ({} listed in its MANIFEST.json): nothing to check\n",
                o.golden, o.format_glob, manifest.files.size());

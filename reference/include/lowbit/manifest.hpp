@@ -29,6 +29,10 @@ void write_manifest(const std::string& dir, const Manifest& m);  // sorted by pa
 
 // An entry describing the case file DIR/relative_path as it is now (reads it and validates it).
 ManifestEntry describe_case_file(const std::string& dir, const std::string& relative_path);
+// The entries whose format and path match the shell globs (fnmatch), in manifest order.
+std::vector<const ManifestEntry*> select_entries(const Manifest& m, const std::string& format_glob,
+                                                 const std::string& path_glob = "*");
+
 // Adds or replaces the entry with the same path.
 void upsert(Manifest& m, ManifestEntry e);
 
