@@ -6,7 +6,7 @@
 //   f32_bits(u), f64_bits(u) the float whose bit pattern is u, as the other side of bits(x)
 //   value(x) == value(y)    IEEE numbers: -0 == +0, NaN != NaN; also <, >, <=, >= and doctest::Approx
 //   bf16(h), f16(h)         16-bit storage codes, compared by pattern, printed with their value
-//   e4m3(c), e5m2(c), fp8_code(c, id), code(c, table), code(c)   8-bit codes, compared as codes
+//   e4m3(c), e5m2(c), fp8_code<Format>(c), fp8_code(c, id), code(c, table), code(c)   8-bit codes
 //   is_nan(x), is_inf(x), is_finite(x)   predicates that print their operand
 // Printed: float `0x3F880001 (1.06250012)` (9 significant digits, enough to tell any two floats
 // apart), double `0x3FF0000000000001 (1.0000000000000002)` (17), bf16/f16 `0x3F80 (1)`, FP8 and
@@ -67,38 +67,48 @@ std::string describe(Value<T> v) {
 
 // ---- 16-bit storage codes ----------------------------------------------------------------------
 
+// Codes are held wide so that an expected or computed value outside the code's range compares
+// unequal and prints as it is, instead of being truncated into range by the call.
 struct Half {
-  std::uint16_t code;
+  std::uint32_t code;
   bool is_bf16;
   friend bool operator==(Half a, Half b) { return a.code == b.code; }
 };
-inline Half bf16(std::uint16_t h) { return {h, true}; }
-inline Half f16(std::uint16_t h) { return {h, false}; }
+inline Half bf16(std::uint32_t h) { return {h, true}; }
+inline Half f16(std::uint32_t h) { return {h, false}; }
 inline std::string describe(Half h) {
-  return fmt::format("0x{:04X} ({:.9g})", h.code, h.is_bf16 ? widen_bf16(h.code) : widen_f16(h.code));
+  if (h.code > 0xFFFF) return fmt::format("0x{:X} (not a 16-bit code)", h.code);
+  const auto c = static_cast<std::uint16_t>(h.code);
+  return fmt::format("0x{:04X} ({:.9g})", c, h.is_bf16 ? widen_bf16(c) : widen_f16(c));
 }
 
 // ---- 8-bit codes -------------------------------------------------------------------------------
 
 struct Code {
-  std::uint8_t code;
+  std::uint32_t code;
   std::optional<fp8::FormatId> fp8;  // decoded as this FP8 format, or
   std::span<const float> table;      // looked up in this codebook, or (neither) printed as hex only
   friend bool operator==(Code a, Code b) { return a.code == b.code; }
 };
-inline Code code(std::uint8_t c) { return {c, std::nullopt, {}}; }
-inline Code code(std::uint8_t c, std::span<const float> table) { return {c, std::nullopt, table}; }
-inline Code fp8_code(std::uint8_t c, fp8::FormatId id) { return {c, id, {}}; }
-inline Code e4m3(std::uint8_t c) { return fp8_code(c, fp8::FormatId::E4M3FN); }
-inline Code e5m2(std::uint8_t c) { return fp8_code(c, fp8::FormatId::E5M2); }
+inline Code code(std::uint32_t c) { return {c, std::nullopt, {}}; }
+inline Code code(std::uint32_t c, std::span<const float> table) { return {c, std::nullopt, table}; }
+inline Code fp8_code(std::uint32_t c, fp8::FormatId id) { return {c, id, {}}; }
+template <class Format>
+Code fp8_code(std::uint32_t c) {
+  return fp8_code(c, Format::id);
+}
+inline Code e4m3(std::uint32_t c) { return fp8_code(c, fp8::FormatId::E4M3FN); }
+inline Code e5m2(std::uint32_t c) { return fp8_code(c, fp8::FormatId::E5M2); }
 inline std::string describe(const Code& c) {
+  if (c.code > 0xFF) return fmt::format("0x{:X} (not an 8-bit code)", c.code);
+  const auto u = static_cast<std::uint8_t>(c.code);
   if (c.fp8) {
-    const float v = *c.fp8 == fp8::FormatId::E4M3FN ? fp8::decode<fp8::E4M3FN>(c.code) : fp8::decode<fp8::E5M2>(c.code);
-    return fmt::format("0x{:02X} ({:.9g})", c.code, v);
+    const float v = *c.fp8 == fp8::FormatId::E4M3FN ? fp8::decode<fp8::E4M3FN>(u) : fp8::decode<fp8::E5M2>(u);
+    return fmt::format("0x{:02X} ({:.9g})", u, v);
   }
-  if (c.code < c.table.size()) return fmt::format("0x{:02X} ({:.9g})", c.code, c.table[c.code]);
-  if (!c.table.empty()) return fmt::format("0x{:02X} (outside the {}-entry table)", c.code, c.table.size());
-  return fmt::format("0x{:02X}", c.code);
+  if (u < c.table.size()) return fmt::format("0x{:02X} ({:.9g})", u, c.table[u]);
+  if (!c.table.empty()) return fmt::format("0x{:02X} (outside the {}-entry table)", u, c.table.size());
+  return fmt::format("0x{:02X}", u);
 }
 
 // ---- predicates --------------------------------------------------------------------------------

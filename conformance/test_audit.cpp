@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "bits_printer.hpp"
+#include "elementwise.hpp"
 #include "lowbit/audit.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/blockwise.hpp"
@@ -16,6 +18,7 @@
 
 using namespace lowbit;
 using audit::Format;
+using namespace lowbit::test;
 
 namespace {
 
@@ -38,27 +41,27 @@ TEST_CASE("fp8-perblock: every measure on two hand-checked blocks of 16") {
   x[16] = 448.0f, x[17] = 0x1.0p-10f;
   std::vector<float> expected = x;
   expected[1] = 1.0f, expected[2] = 1.25f, expected[4] = -2.0f, expected[17] = 0.0f;
-  CHECK(audit::round_trip(Format::Fp8PerBlock, x, 16) == expected);
+  CHECK(same_values(audit::round_trip(Format::Fp8PerBlock, x, 16), expected));
 
   const audit::Metrics m = audit::audit(Format::Fp8PerBlock, x, 16);
   const double e = 0.0625, tiny = 0x1.0p-10;
   CHECK(m.n == 32);
   CHECK(m.blocks == 2);
   CHECK(m.is_signed);
-  CHECK(m.mean_abs == doctest::Approx((3 * e + tiny) / 32).epsilon(1e-15));
+  CHECK(value(m.mean_abs) == doctest::Approx((3 * e + tiny) / 32).epsilon(1e-15));
   const double rel = e / std::fabs(1.0625 + 1e-8) + e / std::fabs(1.1875 + 1e-8) + e / std::fabs(-2.0625 + 1e-8) +
                      tiny / std::fabs(tiny + 1e-8);
-  CHECK(m.mean_rel == doctest::Approx(rel / 32).epsilon(1e-15));
+  CHECK(value(m.mean_rel) == doctest::Approx(rel / 32).epsilon(1e-15));
   const double x2 = 2 * 448.0 * 448.0 + 1.0625 * 1.0625 + 1.1875 * 1.1875 + 9.0 + 2.0625 * 2.0625 + tiny * tiny;
   const double e2 = 3 * e * e + tiny * tiny;
-  CHECK(m.rel_l2 == doctest::Approx(std::sqrt(e2 / x2)).epsilon(1e-14));
-  CHECK(m.sqnr_db == doctest::Approx(10 * std::log10(x2 / e2)).epsilon(1e-14));
-  CHECK(m.max_abs == e);
+  CHECK(value(m.rel_l2) == doctest::Approx(std::sqrt(e2 / x2)).epsilon(1e-14));
+  CHECK(value(m.sqnr_db) == doctest::Approx(10 * std::log10(x2 / e2)).epsilon(1e-14));
+  CHECK(value(m.max_abs) == value(e));
   CHECK(m.nonzeros == 7);
   CHECK(m.flushed == 1);
-  CHECK(m.flushed_fraction == doctest::Approx(1.0 / 7));
+  CHECK(value(m.flushed_fraction) == doctest::Approx(1.0 / 7));
   CHECK(m.worst_block == 0);
-  CHECK(m.worst_block_mean_abs == doctest::Approx(3 * e / 16).epsilon(1e-15));
+  CHECK(value(m.worst_block_mean_abs) == doctest::Approx(3 * e / 16).epsilon(1e-15));
 }
 
 TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entries derived by hand") {
@@ -76,9 +79,9 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
     std::copy(x.begin(), x.end(), xb.begin());
     const std::vector<float> r = audit::round_trip(f, xb, block);
     CAPTURE(audit::format_name(f));
-    CHECK(r[0] == 1.0f);
-    CHECK(r[1] == q[200]);
-    CHECK(r[2] == q[37]);
+    CHECK(value(r[0]) == value(1.0f));
+    CHECK(value(r[1]) == value(q[200]));
+    CHECK(value(r[2]) == value(q[37]));
     // A zero: torchao's search gives the entry 0 itself; bitsandbytes' CPU table looks 0 up at index
     // round(0.5 * 65535 + 0.5) = 32768, the value -1 + 2 * 32768 / 65535 > 0, whose code is the
     // number of midpoints below it: not the zero entry (the CPU path does not keep zeros).
@@ -88,13 +91,13 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
       std::size_t code = 0;
       while (code + 1 < q.size() && 0.5f * (q[code] + q[code + 1]) < v) ++code;
       zero_back = q[code];
-      CHECK(zero_back > 0.0f);
+      CHECK(value(zero_back) > value(0.0f));
     }
-    for (std::size_t i = 4; i < block; ++i) CHECK(r[i] == zero_back);
+    for (std::size_t i = 4; i < block; ++i) CHECK(value(r[i]) == value(zero_back));
     const audit::Metrics m = audit::audit(f, xb, block);
     const double err = std::fabs(static_cast<double>(x[1]) - q[200]) + std::fabs(-0.5 - static_cast<double>(r[3])) +
                        static_cast<double>(block - 4) * zero_back;
-    CHECK(m.mean_abs == doctest::Approx(err / static_cast<double>(block)).epsilon(1e-14));
+    CHECK(value(m.mean_abs) == doctest::Approx(err / static_cast<double>(block)).epsilon(1e-14));
     CHECK(m.flushed == 0);
   }
   // Non-negative data: the unsigned map, whose entries come back exactly (zero error, infinite SQNR).
@@ -103,8 +106,8 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
   v[0] = 1.0f, v[1] = u[100], v[2] = u[3];
   const audit::Metrics m = audit::audit(Format::Torchao8, v, 16);
   CHECK_FALSE(m.is_signed);
-  CHECK(m.mean_abs == 0.0);
-  CHECK(std::isinf(m.sqnr_db));
+  CHECK(value(m.mean_abs) == value(0.0));
+  CHECK(is_inf(m.sqnr_db));
   CHECK(m.flushed == 0);
 }
 
@@ -117,7 +120,7 @@ TEST_CASE("torchao formats zero-pad a partial tail block") {
   const auto map = codebook::torchao_signed4();
   const auto q = blockwise::torchao_quantize(tail, map, 16);
   const auto d = blockwise::torchao_dequantize(q.codes, q.scale, map, 16);
-  for (std::size_t i = 0; i < 4; ++i) CHECK(r[16 + i] == d[i]);
+  for (std::size_t i = 0; i < 4; ++i) CHECK(value(r[16 + i]) == value(d[i]));
 }
 
 TEST_CASE("the measures are the same bytes for 1 and 2 threads") {
@@ -131,7 +134,7 @@ TEST_CASE("the measures are the same bytes for 1 and 2 threads") {
         CAPTURE(info.name);
         CAPTURE(block);
         CHECK(same(audit::audit(info.id, data, block, 1), audit::audit(info.id, data, block, 2)));
-        CHECK(audit::round_trip(info.id, data, block, 1) == audit::round_trip(info.id, data, block, 2));
+        CHECK(same_values(audit::round_trip(info.id, data, block, 1), audit::round_trip(info.id, data, block, 2)));
       }
   // measure() agrees with a plain serial computation.
   const std::vector<float> r = audit::round_trip(Format::Torchao8, x, 256, 2);
@@ -141,8 +144,8 @@ TEST_CASE("the measures are the same bytes for 1 and 2 threads") {
     abs += e, err2 += e * e, x2 += static_cast<double>(x[i]) * x[i];
   }
   const audit::Metrics m = audit::measure(x, r, 256, 2);
-  CHECK(m.mean_abs == doctest::Approx(abs / static_cast<double>(x.size())).epsilon(1e-12));
-  CHECK(m.sqnr_db == doctest::Approx(10 * std::log10(x2 / err2)).epsilon(1e-12));
+  CHECK(value(m.mean_abs) == doctest::Approx(abs / static_cast<double>(x.size())).epsilon(1e-12));
+  CHECK(value(m.sqnr_db) == doctest::Approx(10 * std::log10(x2 / err2)).epsilon(1e-12));
   CHECK(same(m, audit::audit(Format::Torchao8, x, 256, 1)));
 }
 
@@ -152,10 +155,10 @@ TEST_CASE("synthetic Adam moments: one step is the EMA of one gradient") {
   REQUIRE(m.size() == 64);
   for (std::size_t i = 0; i < 64; ++i) {
     const float g = m[i] / 0.1f;  // m = 0.1 g exactly up to one rounding
-    CHECK(v[i] >= 0.0f);
-    CHECK(static_cast<double>(v[i]) == doctest::Approx(0.001 * static_cast<double>(g) * g).epsilon(1e-5));
+    CHECK(value(v[i]) >= value(0.0f));
+    CHECK(value(static_cast<double>(v[i])) == doctest::Approx(0.001 * static_cast<double>(g) * g).epsilon(1e-5));
   }
-  CHECK(audit::make_input("adam-m:n=64,seed=4,steps=1") == m);
+  CHECK(same_values(audit::make_input("adam-m:n=64,seed=4,steps=1"), m));
 }
 
 TEST_CASE("bad inputs are rejected with a message naming the fault") {
@@ -182,11 +185,11 @@ TEST_CASE("trajectory: deterministic runs, fp32 AdamW converges, unknown variant
   const auto a = audit::run_trajectory_variant(3, "fp32", 40, 1e-2);
   const auto b = audit::run_trajectory_variant(3, "fp32", 40, 1e-2);
   REQUIRE(a.size() == 41);
-  CHECK(a.back().w == b.back().w);  // the same bits, run after run
-  CHECK(a.back().loss < a.front().loss * 0.75);  // 184 -> 93 in 40 steps on seed 3
+  CHECK(same_values(a.back().w, b.back().w));  // the same bits, run after run
+  CHECK(value(a.back().loss) < value(a.front().loss * 0.75));  // 184 -> 93 in 40 steps on seed 3
   // a quantized variant starts from the same point and moves away from the float32 run
   const auto q = audit::run_trajectory_variant(3, "torchao-8bit", 40, 1e-2);
-  CHECK(q.front().loss == a.front().loss);
-  CHECK(q.back().w != a.back().w);
+  CHECK(value(q.front().loss) == value(a.front().loss));
+  CHECK_FALSE(same_values(q.back().w, a.back().w));
   CHECK_THROWS_AS(audit::run_trajectory_variant(3, "fp64", 1, 1e-2), std::invalid_argument);
 }

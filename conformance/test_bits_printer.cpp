@@ -53,6 +53,10 @@ TEST_CASE("codes print in hex with their value where the format is known") {
   CHECK(printed(code(2, table)) == "0x02 (0.5)");
   CHECK(printed(code(5, table)) == "0x05 (outside the 3-entry table)");
   CHECK(printed(code(0x7F)) == "0x7F");
+  // a value that is no code is not cut into range: it prints whole and equals no code
+  CHECK(printed(e4m3(0x17E)) == "0x17E (not an 8-bit code)");
+  CHECK_FALSE(e4m3(0x17E) == e4m3(0x7E));
+  CHECK(printed(bf16(0x13F80)) == "0x13F80 (not a 16-bit code)");
 }
 
 TEST_CASE("each wrapper keeps its comparison: bits tell -0 from +0 and match a NaN, values do not") {

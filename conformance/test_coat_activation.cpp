@@ -7,23 +7,18 @@
 #include <limits>
 #include <stdexcept>
 
+#include "bits_printer.hpp"
+#include "elementwise.hpp"
+#include "golden_fixture.hpp"
 #include "lowbit/coat_activation.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
-#include "lowbit/manifest.hpp"
 
 using namespace lowbit;
 using namespace lowbit::coat_act;
+using namespace lowbit::test;
 
 namespace {
-
-Case golden(const std::string& path) {
-  const Manifest manifest = read_manifest(LOWBIT_GOLDEN_DIR);
-  for (const ManifestEntry& e : manifest.files)
-    if (e.path == path) return read_verified_case(LOWBIT_GOLDEN_DIR, e);
-  FAIL("golden case missing: " << path);
-  return {};
-}
 
 Options interp(int qb, Fp8 f, ScaleDtype sd) { return {qb, f, sd, Division::Ieee, Casts::TritonInterpreter}; }
 
@@ -36,19 +31,19 @@ TEST_CASE("codes use the fp32 scale S while the stored scale is bf16(S)") {
   for (int r = 0; r < 32; ++r) x[static_cast<std::size_t>(r) * 64] = 1.0f;
   const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, Casts::Gpu});
   const float s = float_from_bits(0x3B124925u);
-  CHECK(bits_of(q.scale[0]) == 0x3B120000u);
-  CHECK(q.codes[0] == 0x7E);  // 1/S = 448.0000x rounds to 448: the element equal to the group max
-  CHECK(448.0f * q.scale[0] != 448.0f * s);  // the dequantized group max is off by bf16(S)/S
+  CHECK(bits(q.scale[0]) == f32_bits(0x3B120000u));
+  CHECK(e4m3(q.codes[0]) == e4m3(0x7E));  // 1/S = 448.0000x rounds to 448: the element equal to the group max
+  CHECK(value(448.0f * q.scale[0]) != value(448.0f * s));  // the dequantized group max is off by bf16(S)/S
   const Quantized f = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
-  CHECK(bits_of(f.scale[0]) == 0x3B124925u);
-  CHECK(f.codes == q.codes);  // the scale dtype changes the stored scale only
+  CHECK(bits(f.scale[0]) == f32_bits(0x3B124925u));
+  CHECK(same_codes(f.codes, q.codes, fp8::FormatId::E4M3FN));  // the scale dtype changes the stored scale only
 
   // COAT's kernel (golden): its codes equal ours, and some group has code*scale_bf16 != code*S.
-  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.bf16scale.float32.safetensors");
-  const Case gf = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.bf16scale.float32.safetensors");
+  const Case gf = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
   const Tensor& in = g.require("input");
   const Quantized r = quantize_pergroup(in.f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::F32));
-  CHECK(r.codes == g.require("codes").u8());
+  CHECK(same_codes(r.codes, g.require("codes").u8(), fp8::FormatId::E4M3FN));
   int mismatched = 0;
   for (std::size_t grp = 0; grp < r.scale.size(); ++grp)
     if (g.require("scale").value_as_float(grp) != r.scale[grp]) ++mismatched;
@@ -66,22 +61,23 @@ TEST_CASE("per-tensor group scaling: bf16 rounding of s puts |x|/s above 448 and
   x[6] = -449.0f;
   for (Casts c : {Casts::Gpu, Casts::TritonInterpreter}) {
     const PerTensor q = quantize_pertensor_groupscale(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, c});
-    CHECK(q.scale == 1.0f);
-    CHECK(q.codes[5] == 0x7E);
-    CHECK(q.codes[6] == 0xFE);
+    CHECK(value(q.scale) == value(1.0f));
+    CHECK(e4m3(q.codes[5]) == e4m3(0x7E));
+    CHECK(e4m3(q.codes[6]) == e4m3(0xFE));
   }
   // COAT's kernel (golden): some |x|/s exceeds 448 in the case built for it, and codes agree.
-  const Case g = golden("coat/coat.act.pertensor.groupscale/qb16.e4m3.32x64.safetensors");
+  const Case g = golden_case("coat/coat.act.pertensor.groupscale/qb16.e4m3.32x64.safetensors");
   const auto in = g.require("input").f32();
   const float s = g.require("scale").value_as_float(0);
   bool above = false;
   for (float v : in) above |= std::fabs(v) / s > 448.0f;
   CHECK(above);
-  CHECK(quantize_pertensor_groupscale(in, 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16)).codes == g.require("codes").u8());
+  CHECK(same_codes(quantize_pertensor_groupscale(in, 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16)).codes,
+                   g.require("codes").u8(), fp8::FormatId::E4M3FN));
 }
 
 TEST_CASE("transposed per-group: y_t quantizes x^T with its own groups, so it is not y^T") {
-  const Case g = golden("coat/coat.act.pergroup.transposed/qb16.e4m3.bf16scale.32x64.safetensors");
+  const Case g = golden_case("coat/coat.act.pergroup.transposed/qb16.e4m3.bf16scale.32x64.safetensors");
   const auto y = g.require("codes").u8();
   const auto yt = g.require("codes_t").u8();
   int differ = 0;
@@ -89,24 +85,24 @@ TEST_CASE("transposed per-group: y_t quantizes x^T with its own groups, so it is
     for (int c = 0; c < 64; ++c) differ += y[r * 64 + c] != yt[c * 32 + r];
   CHECK(differ > 0);
   const Transposed t = quantize_pergroup_transposed(g.require("input").f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16));
-  CHECK(t.rows.codes == y);
-  CHECK(t.transposed.codes == yt);
+  CHECK(same_codes(t.rows.codes, y, fp8::FormatId::E4M3FN));
+  CHECK(same_codes(t.transposed.codes, yt, fp8::FormatId::E4M3FN));
 }
 
 TEST_CASE("E5M2: Inf saturates to 57344 on the GPU; the interpreter keeps Inf") {
   const float inf = std::numeric_limits<float>::infinity();
-  CHECK(cast_fp8(inf, Fp8::E5M2, Casts::Gpu) == 0x7B);   // spec §1: satfinite, 57344
-  CHECK(cast_fp8(-inf, Fp8::E5M2, Casts::Gpu) == 0xFB);
-  CHECK(cast_fp8(inf, Fp8::E4M3, Casts::Gpu) == 0x7E);   // 448
-  CHECK(cast_fp8(inf, Fp8::E5M2, Casts::TritonInterpreter) == 0x7C);  // exponent field 31, mantissa 0
-  CHECK(cast_fp8(inf, Fp8::E4M3, Casts::TritonInterpreter) == 0x78);  // exponent clamped to 15: 256
+  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0x7B));   // spec §1: satfinite, 57344
+  CHECK(e5m2(cast_fp8(-inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0xFB));
+  CHECK(e4m3(cast_fp8(inf, Fp8::E4M3, Casts::Gpu)) == e4m3(0x7E));   // 448
+  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::TritonInterpreter)) == e5m2(0x7C));  // exponent field 31, mantissa 0
+  CHECK(e4m3(cast_fp8(inf, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x78));  // exponent clamped to 15: 256
 }
 
 TEST_CASE("all-zero group: S = div(1e-10f, fp8_max) and the codes keep the sign of zero") {
-  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
-  CHECK(g.require("scale").value_as_float(0) == 1e-10f / 448.0f);  // IEEE division, spec §8
+  const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  CHECK(value(g.require("scale").value_as_float(0)) == value(1e-10f / 448.0f));  // IEEE division, spec §8
   const auto codes = g.require("codes").u8();
-  for (int i = 0; i < 16; ++i) CHECK(codes[i] == ((i % 2) ? 0x80 : 0x00));
+  for (int i = 0; i < 16; ++i) CHECK(e4m3(codes[i]) == e4m3((i % 2) ? 0x80 : 0x00));
 }
 
 TEST_CASE("NaN is ignored by the group max; its code is 0x7F on the GPU (0x7C under the interpreter)") {
@@ -114,26 +110,26 @@ TEST_CASE("NaN is ignored by the group max; its code is 0x7F on the GPU (0x7C un
   x[0] = std::numeric_limits<float>::quiet_NaN();
   x[1] = 1.0f;
   const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
-  CHECK(bits_of(q.scale[0]) == 0x3B124925u);  // RN(1/448): the NaN did not enter the max
-  CHECK(q.codes[0] == 0x7F);
-  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  CHECK(bits(q.scale[0]) == f32_bits(0x3B124925u));  // RN(1/448): the NaN did not enter the max
+  CHECK(e4m3(q.codes[0]) == e4m3(0x7F));
+  const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
   const auto in = g.require("input").f32();
-  REQUIRE(std::isnan(in[2 * 64 + 3]));
-  CHECK(std::isfinite(g.require("scale").value_as_float(2 * 4)));
-  CHECK(g.require("codes").u8()[2 * 64 + 3] == 0x7C);  // +NaN 0x7FC00000: exponent 15, mantissa 100
+  REQUIRE(is_nan(in[2 * 64 + 3]));
+  CHECK(is_finite(g.require("scale").value_as_float(2 * 4)));
+  CHECK(e4m3(g.require("codes").u8()[2 * 64 + 3]) == e4m3(0x7C));  // +NaN 0x7FC00000: exponent 15, mantissa 100
 }
 
 TEST_CASE("fp8 casts at ties and at 2^-10: GPU rounds to even, the interpreter away from zero") {
-  CHECK(cast_fp8(1.0625f, Fp8::E4M3, Casts::Gpu) == 0x38);  // tie 1.0 | 1.125 -> even 1.0
-  CHECK(cast_fp8(1.0625f, Fp8::E4M3, Casts::TritonInterpreter) == 0x39);  // away: 1.125
-  CHECK(cast_fp8(464.0f, Fp8::E4M3, Casts::Gpu) == 0x7E);
-  CHECK(cast_fp8(-0.0f, Fp8::E4M3, Casts::Gpu) == 0x80);
-  CHECK(cast_fp8(0.0009765625f, Fp8::E4M3, Casts::Gpu) == 0x00);  // 2^-10: tie with 2^-9 -> even 0
-  CHECK(cast_fp8(1.9375f, Fp8::E4M3, Casts::TritonInterpreter) == 0x38);  // carry OR-ed into odd exponent: 1.0
+  CHECK(e4m3(cast_fp8(1.0625f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x38));  // tie 1.0 | 1.125 -> even 1.0
+  CHECK(e4m3(cast_fp8(1.0625f, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x39));  // away: 1.125
+  CHECK(e4m3(cast_fp8(464.0f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x7E));
+  CHECK(e4m3(cast_fp8(-0.0f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x80));
+  CHECK(e4m3(cast_fp8(0.0009765625f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x00));  // 2^-10: tie with 2^-9 -> even 0
+  CHECK(e4m3(cast_fp8(1.9375f, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x38));  // carry OR-ed into odd exponent: 1.0
   // COAT's kernel (golden): the group with max 448 has S = 1, so its codes are plain casts
-  const Case g = golden("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
-  CHECK(g.require("scale").value_as_float(4) == 1.0f);
-  CHECK(g.require("codes").u8()[64] == 0x39);  // 1.0625 -> 1.125 under the interpreter
+  const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
+  CHECK(value(g.require("scale").value_as_float(4)) == value(1.0f));
+  CHECK(e4m3(g.require("codes").u8()[64]) == e4m3(0x39));  // 1.0625 -> 1.125 under the interpreter
 }
 
 TEST_CASE("shapes COAT cannot handle are rejected") {
@@ -151,6 +147,6 @@ TEST_CASE("shapes COAT cannot handle are rejected") {
 }
 
 TEST_CASE("the reciprocal model is a distinct, approximate division") {
-  CHECK(div(1.0f, 448.0f, Division::Ieee) == float_from_bits(0x3B124925u));
-  CHECK(div(1.0f, 448.0f, Division::ReciprocalModel) == float_from_bits(0x3B124925u));  // RN(1 * RN(1/448))
+  CHECK(value(div(1.0f, 448.0f, Division::Ieee)) == value(float_from_bits(0x3B124925u)));
+  CHECK(value(div(1.0f, 448.0f, Division::ReciprocalModel)) == value(float_from_bits(0x3B124925u)));  // RN(1 * RN(1/448))
 }

@@ -4,29 +4,21 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <stdexcept>
 
+#include "bits_printer.hpp"
+#include "elementwise.hpp"
+#include "golden_fixture.hpp"
 #include "lowbit/coat_activation.hpp"
 #include "lowbit/coat_fake.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
-#include "lowbit/manifest.hpp"
 
 using namespace lowbit;
 using namespace lowbit::coat_fake;
+using namespace lowbit::test;
 
 namespace {
-
-const std::string kGolden = (std::filesystem::path(__FILE__).parent_path().parent_path() / "golden").string();
-
-Case golden(const std::string& path) {
-  const Manifest manifest = read_manifest(kGolden);
-  for (const ManifestEntry& e : manifest.files)
-    if (e.path == path) return read_verified_case(kGolden, e);
-  FAIL("golden case missing: " << path);
-  return {};
-}
 
 float tri(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Interpreter); }
 float tri_gpu(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Gpu); }
@@ -46,48 +38,48 @@ std::vector<float> e4m3_grid() {
 
 TEST_CASE("ties round away from zero in the Triton fake path, to even in the torch fake path and in real casts") {
   // 1.0625 is halfway between 1.0 (mantissa 000, even) and 1.125 (001).
-  CHECK(tri(1.0625f) == 1.125f);
-  CHECK(tri_gpu(1.0625f) == 1.125f);
-  CHECK(tor(1.0625f) == 1.0f);
-  CHECK(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu) == 0x38);  // RN-even: 1.0 (spec §1)
-  CHECK(tri(-1.0625f) == -1.125f);
-  CHECK(tor(-1.0625f) == -1.0f);
+  CHECK(value(tri(1.0625f)) == value(1.125f));
+  CHECK(value(tri_gpu(1.0625f)) == value(1.125f));
+  CHECK(value(tor(1.0625f)) == value(1.0f));
+  CHECK(e4m3(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu)) == e4m3(0x38));  // RN-even: 1.0 (spec §1)
+  CHECK(value(tri(-1.0625f)) == value(-1.125f));
+  CHECK(value(tor(-1.0625f)) == value(-1.0f));
   // 1.1875 is halfway between 1.125 (001) and 1.25 (010): away and even agree.
-  CHECK(tri(1.1875f) == 1.25f);
-  CHECK(tor(1.1875f) == 1.25f);
+  CHECK(value(tri(1.1875f)) == value(1.25f));
+  CHECK(value(tor(1.1875f)) == value(1.25f));
   // Subnormal ties: 2^-10 is halfway between 0 and 2^-9; 5*2^-10 between 2*2^-9 and 3*2^-9.
-  CHECK(tri(std::ldexp(1.0f, -10)) == std::ldexp(1.0f, -9));
-  CHECK(tor(std::ldexp(1.0f, -10)) == 0.0f);
-  CHECK(tri(std::ldexp(5.0f, -10)) == std::ldexp(3.0f, -9));
-  CHECK(tor(std::ldexp(5.0f, -10)) == std::ldexp(2.0f, -9));
+  CHECK(value(tri(std::ldexp(1.0f, -10))) == value(std::ldexp(1.0f, -9)));
+  CHECK(value(tor(std::ldexp(1.0f, -10))) == value(0.0f));
+  CHECK(value(tri(std::ldexp(5.0f, -10))) == value(std::ldexp(3.0f, -9)));
+  CHECK(value(tor(std::ldexp(5.0f, -10))) == value(std::ldexp(2.0f, -9)));
   // E5M2: 1.125 is halfway between 1.0 (00) and 1.25 (01).
-  CHECK(floatexmy_triton(1.125f, Fp8::E5M2, Model::Interpreter) == 1.25f);
-  CHECK(floatexmy_torch(1.125f, Fp8::E5M2) == 1.0f);
+  CHECK(value(floatexmy_triton(1.125f, Fp8::E5M2, Model::Interpreter)) == value(1.25f));
+  CHECK(value(floatexmy_torch(1.125f, Fp8::E5M2)) == value(1.0f));
 
   // Every E4M3 midpoint: the Triton path gives the upper neighbour, the torch path the even one.
   const std::vector<float> g = e4m3_grid();
   for (std::size_t i = 0; i + 1 < g.size(); ++i) {
     const float mid = (g[i] + g[i + 1]) / 2.0f;  // exact: neighbours differ by one grid ulp
     const bool lower_even = (i % 2) == 0;         // the grid alternates even/odd mantissas from 0
-    CAPTURE(mid);
-    CHECK(tri(mid) == g[i + 1]);
-    CHECK(tri(-mid) == -g[i + 1]);
-    CHECK(tor(mid) == (lower_even ? g[i] : g[i + 1]));
+    CAPTURE(bits(mid));
+    CHECK(value(tri(mid)) == value(g[i + 1]));
+    CHECK(value(tri(-mid)) == value(-g[i + 1]));
+    CHECK(value(tor(mid)) == value(lower_even ? g[i] : g[i + 1]));
   }
 
   // COAT's code: the golden cases (Triton kernel under the interpreter with libdevice.round = roundf,
   // torch on the CPU) agree with the reference, and differ from each other exactly at ties.
   for (const char* fp8 : {"e4m3", "e5m2"}) {
     CAPTURE(fp8);
-    const Case t = golden(std::string("coat/coat.fake.floatexmy.triton/") + fp8 + ".edges.safetensors");
-    const Case h = golden(std::string("coat/coat.fake.floatexmy.torch/") + fp8 + ".edges.safetensors");
+    const Case t = golden_case(std::string("coat/coat.fake.floatexmy.triton/") + fp8 + ".edges.safetensors");
+    const Case h = golden_case(std::string("coat/coat.fake.floatexmy.torch/") + fp8 + ".edges.safetensors");
     const std::vector<float> x = t.require("input").f32(), yt = t.require("output").f32(), yh = h.require("output").f32();
     const Fp8 f = std::string(fp8) == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
     int differ = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
-      CAPTURE(x[i]);
-      CHECK(bits_of(floatexmy_triton(x[i], f, Model::Interpreter)) == bits_of(yt[i]));
-      CHECK(bits_of(floatexmy_torch(x[i], f)) == bits_of(yh[i]));
+      CAPTURE(bits(x[i]));
+      CHECK(bits(floatexmy_triton(x[i], f, Model::Interpreter)) == bits(yt[i]));
+      CHECK(bits(floatexmy_torch(x[i], f)) == bits(yh[i]));
       if (std::isfinite(x[i]) && x[i] != 0.0f && yt[i] != yh[i]) ++differ;
     }
     CHECK(differ > 50);  // every tie with an odd lower neighbour, both signs
@@ -95,21 +87,21 @@ TEST_CASE("ties round away from zero in the Triton fake path, to even in the tor
 }
 
 TEST_CASE("-0 keeps its sign in the Triton fake path and becomes +0 in the torch fake path") {
-  CHECK(bits_of(tri(-0.0f)) == 0x80000000u);  // sign = 1 - 2*signbit(-0) = -1; -1 * 2^-6 * 0 = -0
-  CHECK(bits_of(tri_gpu(-0.0f)) == 0x80000000u);
-  CHECK(bits_of(tor(-0.0f)) == 0x00000000u);  // x.sign() of -0 is 0: 0 * 2^-6 * 0 = +0
+  CHECK(bits(tri(-0.0f)) == f32_bits(0x80000000u));  // sign = 1 - 2*signbit(-0) = -1; -1 * 2^-6 * 0 = -0
+  CHECK(bits(tri_gpu(-0.0f)) == f32_bits(0x80000000u));
+  CHECK(bits(tor(-0.0f)) == f32_bits(0x00000000u));  // x.sign() of -0 is 0: 0 * 2^-6 * 0 = +0
   // A negative value that underflows keeps its sign in both: sign -1, mant_q 0 gives -0.
-  CHECK(bits_of(tri(-std::ldexp(1.0f, -11))) == 0x80000000u);
-  CHECK(bits_of(tor(-std::ldexp(1.0f, -10))) == 0x80000000u);  // the tie rounds to even 0
+  CHECK(bits(tri(-std::ldexp(1.0f, -11))) == f32_bits(0x80000000u));
+  CHECK(bits(tor(-std::ldexp(1.0f, -10))) == f32_bits(0x80000000u));  // the tie rounds to even 0
   // COAT's code agrees (golden inputs hold -0 and -2^-10).
-  const Case t = golden("coat/coat.fake.floatexmy.triton/e4m3.edges.safetensors");
-  const Case h = golden("coat/coat.fake.floatexmy.torch/e4m3.edges.safetensors");
+  const Case t = golden_case("coat/coat.fake.floatexmy.triton/e4m3.edges.safetensors");
+  const Case h = golden_case("coat/coat.fake.floatexmy.torch/e4m3.edges.safetensors");
   const std::vector<float> x = t.require("input").f32(), yt = t.require("output").f32(), yh = h.require("output").f32();
   int negzero = 0;
   for (std::size_t i = 0; i < x.size(); ++i)
     if (bits_of(x[i]) == 0x80000000u) {
-      CHECK(bits_of(yt[i]) == 0x80000000u);
-      CHECK(bits_of(yh[i]) == 0x00000000u);
+      CHECK(bits(yt[i]) == f32_bits(0x80000000u));
+      CHECK(bits(yh[i]) == f32_bits(0x00000000u));
       ++negzero;
     }
   CHECK(negzero > 0);
@@ -118,22 +110,22 @@ TEST_CASE("-0 keeps its sign in the Triton fake path and becomes +0 in the torch
 TEST_CASE("no saturation: values beyond 448 stay on the extended grid") {
   // expo is clamped at 8, so 500/256 = 1.953125 rounds to 2.0 (512), 480 = 1.875*256 stays (not E4M3),
   // and 1000/256 = 3.90625 keeps its integer part 3: 3 + round(0.90625*8)/8 = 3.875 -> 992.
-  CHECK(tri(500.0f) == 512.0f);
-  CHECK(tri(480.0f) == 480.0f);
-  CHECK(tri(1000.0f) == 992.0f);
-  CHECK(tor(500.0f) == 512.0f);
+  CHECK(value(tri(500.0f)) == value(512.0f));
+  CHECK(value(tri(480.0f)) == value(480.0f));
+  CHECK(value(tri(1000.0f)) == value(992.0f));
+  CHECK(value(tor(500.0f)) == value(512.0f));
   // 464 = 1.8125*256 is the tie between 448 and 480: frac 6.5 rounds away to 7 (480, not E4M3) in the
   // Triton path and to even 6 (448) in the torch path; a real cast would saturate it to 448 (spec §1).
-  CHECK(tri(464.0f) == 480.0f);
-  CHECK(tor(464.0f) == 448.0f);
+  CHECK(value(tri(464.0f)) == value(480.0f));
+  CHECK(value(tor(464.0f)) == value(448.0f));
 }
 
 TEST_CASE("non-finite inputs: NaN flows through |x|, Inf becomes NaN; the GPU model gives the canonical NaN") {
-  CHECK(bits_of(tri(float_from_bits(0xFFC00000u))) == 0x7FC00000u);  // |x| is what reaches y
-  CHECK(bits_of(tri(INFINITY)) == 0xFFC00000u);                      // inf - floor(inf): x86's default NaN
-  CHECK(bits_of(tri_gpu(INFINITY)) == 0x7FFFFFFFu);
-  CHECK(bits_of(tri_gpu(float_from_bits(0xFFC00000u))) == 0x7FFFFFFFu);
-  CHECK(bits_of(tor(float_from_bits(0xFFC00000u))) == 0x7FC00000u);  // torch.sign(NaN) = 0
+  CHECK(bits(tri(float_from_bits(0xFFC00000u))) == f32_bits(0x7FC00000u));  // |x| is what reaches y
+  CHECK(bits(tri(INFINITY)) == f32_bits(0xFFC00000u));                      // inf - floor(inf): x86's default NaN
+  CHECK(bits(tri_gpu(INFINITY)) == f32_bits(0x7FFFFFFFu));
+  CHECK(bits(tri_gpu(float_from_bits(0xFFC00000u))) == f32_bits(0x7FFFFFFFu));
+  CHECK(bits(tor(float_from_bits(0xFFC00000u))) == f32_bits(0x7FC00000u));  // torch.sign(NaN) = 0
 }
 
 TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal multiply on CUDA") {
@@ -144,14 +136,14 @@ TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal 
     by_rcp = (2.0f * a) * (1.0f / 896.0f);
     if (by_div != by_rcp) break;
   }
-  REQUIRE(by_div != by_rcp);
-  CHECK(bits_of(symm_scale(a, Fp8::E4M3, Model::Interpreter)) == bits_of(by_div));
-  CHECK(bits_of(symm_scale(a, Fp8::E4M3, Model::Gpu)) == bits_of(by_rcp));
-  CHECK(symm_scale(1.0f, Fp8::E5M2, Model::Interpreter) == 2.0f / 114688.0f);
+  REQUIRE(value(by_div) != value(by_rcp));
+  CHECK(bits(symm_scale(a, Fp8::E4M3, Model::Interpreter)) == bits(by_div));
+  CHECK(bits(symm_scale(a, Fp8::E4M3, Model::Gpu)) == bits(by_rcp));
+  CHECK(value(symm_scale(1.0f, Fp8::E5M2, Model::Interpreter)) == value(2.0f / 114688.0f));
 
   // COAT's code on CPU torch: every block scale is (2*(amax+eps))/896 by true division, and the
   // reference reproduces rq, q and scale bit for bit.
-  const Case c = golden("coat/coat.fake.symm/e4m3.8x64.b1x16.safetensors");
+  const Case c = golden_case("coat/coat.fake.symm/e4m3.8x64.b1x16.safetensors");
   const std::vector<float> x = c.require("input").f32(), s = c.require("scale").f32();
   REQUIRE(s.size() == 8 * 4);
   int rcp_would_differ = 0;
@@ -165,7 +157,7 @@ TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal 
     }
     if (!finite) continue;
     const float abs_eps = amax + 1e-8f;
-    CHECK(bits_of(s[b]) == bits_of((2.0f * abs_eps) / 896.0f));
+    CHECK(bits(s[b]) == bits((2.0f * abs_eps) / 896.0f));
     if ((2.0f * abs_eps) * (1.0f / 896.0f) != s[b]) ++rcp_would_differ;
   }
   MESSAGE("blocks whose CUDA reciprocal-multiply scale would differ: " << rcp_would_differ);
@@ -174,7 +166,7 @@ TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal 
   const Case r = run_reference(*f, c);
   for (const char* name : {"rq", "q", "scale"}) {
     CAPTURE(name);
-    CHECK(r.require(name).bytes == c.require(name).bytes);
+    CHECK(same_bytes(r.require(name), c.require(name)));
   }
 }
 

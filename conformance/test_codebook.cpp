@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <limits>
 
+#include "bits_printer.hpp"
+#include "elementwise.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
@@ -16,6 +18,7 @@
 
 using namespace lowbit;
 using namespace lowbit::codebook;
+using namespace lowbit::test;
 
 namespace {
 
@@ -48,16 +51,16 @@ TEST_CASE("dynamic maps equal the spec's Appendix A tables bit for bit (T1)") {
 
 TEST_CASE("spot entries (T2) and bitsandbytes' zero padding of the 4-bit map") {
   const auto s8 = signed8(), u8 = unsigned8(), s4 = torchao_signed4();
-  CHECK(bits_of(s8[0]) == 0xBF7E3333);
-  CHECK(bits_of(s8[126]) == 0xB513A3B7);
-  CHECK(bits_of(s8[127]) == 0);
-  CHECK(bits_of(s8[128]) == 0x3513A3B7);
-  CHECK(bits_of(s8[254]) == 0x3F7E3333);
-  CHECK(s8[255] == 1.0f);
-  CHECK(bits_of(u8[1]) == 0x34AE7BAA);
-  CHECK(bits_of(s4[0]) == 0xBF633333);
-  CHECK(bits_of(s4[6]) == 0xBBB43958);
-  CHECK(bits_of(s4[8]) == 0x3BB43958);
+  CHECK(bits(s8[0]) == f32_bits(0xBF7E3333));
+  CHECK(bits(s8[126]) == f32_bits(0xB513A3B7));
+  CHECK(bits(s8[127]) == f32_bits(0));
+  CHECK(bits(s8[128]) == f32_bits(0x3513A3B7));
+  CHECK(bits(s8[254]) == f32_bits(0x3F7E3333));
+  CHECK(value(s8[255]) == value(1.0f));
+  CHECK(bits(u8[1]) == f32_bits(0x34AE7BAA));
+  CHECK(bits(s4[0]) == f32_bits(0xBF633333));
+  CHECK(bits(s4[6]) == f32_bits(0xBBB43958));
+  CHECK(bits(s4[8]) == f32_bits(0x3BB43958));
   const auto bnb4 = dynamic_map(true, 3, 4, Linspace::Fma, true);
   CHECK(bnb4.size() == 256);
   CHECK(std::count(bnb4.begin(), bnb4.end(), 0.0f) == 241);  // 240 padding zeros plus the map's own
@@ -82,25 +85,27 @@ TEST_CASE("ties and midpoints: torchao rounds up, bnb CUDA to even, bnb default 
       {u8, 0x3F7F8000, 254, 254, 254, 254},
   };
   for (const Row& r : rows) {
-    CAPTURE(r.y);
-    CHECK(torchao_search(f(r.y), r.q) == r.torchao);
-    CHECK(bnb_cuda_search(f(r.y), r.q) == r.cuda);
-    CHECK(bnb_default_search(f(r.y), r.q) == r.deflt);
+    CAPTURE(f32_bits(r.y));
+    const auto in_q = [&](std::uint32_t c) { return code(c, r.q); };
+    CHECK(in_q(torchao_search(f(r.y), r.q)) == in_q(r.torchao));
+    CHECK(in_q(bnb_cuda_search(f(r.y), r.q)) == in_q(r.cuda));
+    CHECK(in_q(bnb_default_search(f(r.y), r.q)) == in_q(r.deflt));
     if (r.exact >= 0) {
-      CHECK(exact_nearest(f(r.y), r.q, Ties::Lower) == r.exact);
+      CHECK(in_q(exact_nearest(f(r.y), r.q, Ties::Lower)) == in_q(r.exact));
     } else {  // a tie: the two rules pick the two neighbours
-      CHECK(exact_nearest(f(r.y), r.q, Ties::Upper) == r.torchao);
-      CHECK(exact_nearest(f(r.y), r.q, Ties::Lower) == r.deflt);
+      CHECK(in_q(exact_nearest(f(r.y), r.q, Ties::Upper)) == in_q(r.torchao));
+      CHECK(in_q(exact_nearest(f(r.y), r.q, Ties::Lower)) == in_q(r.deflt));
     }
   }
   // bitsandbytes' CPU lookup table: spec 2.5 worked inputs (column "bnb CPU LUT")
-  CHECK(lut8(f(0xB493A3B7)) == 123);
-  CHECK(lut8(f(0x3866AFCD)) == 132);
-  CHECK(lut8(f(0x35FF0381)) == 131);
-  CHECK(lut8(0.0f) == 131);  // an exact zero never gets the zero code (T10)
-  CHECK(BnbCpuLut(u8)(0.0f) == 7);
-  CHECK(lut8(std::numeric_limits<float>::quiet_NaN()) == 0);
-  CHECK(torchao_search(std::numeric_limits<float>::quiet_NaN(), s8) == 0);
+  const auto in_s8 = [&](std::uint32_t c) { return code(c, s8); };
+  CHECK(in_s8(lut8(f(0xB493A3B7))) == in_s8(123));
+  CHECK(in_s8(lut8(f(0x3866AFCD))) == in_s8(132));
+  CHECK(in_s8(lut8(f(0x35FF0381))) == in_s8(131));
+  CHECK(in_s8(lut8(0.0f)) == in_s8(131));  // an exact zero never gets the zero code (T10)
+  CHECK(code(BnbCpuLut(u8)(0.0f), u8) == code(7, u8));
+  CHECK(in_s8(lut8(std::numeric_limits<float>::quiet_NaN())) == in_s8(0));
+  CHECK(in_s8(torchao_search(std::numeric_limits<float>::quiet_NaN(), s8)) == in_s8(0));
 }
 
 TEST_CASE("bnb CPU lookup table: the 7 signed and 10 unsigned codes it can never produce") {
@@ -114,9 +119,9 @@ TEST_CASE("bnb CPU lookup table: the 7 signed and 10 unsigned codes it can never
 
 TEST_CASE("the old bnb CPU search sends ties down") {
   const auto s8 = signed8();
-  CHECK(bnb_cpu_exact_search(f(0xB493A3B7), s8) == 126);
-  CHECK(bnb_cpu_exact_search(f(0x3866AFCD), s8) == 132);
-  CHECK(bnb_cpu_exact_search(2.0f, s8) == 255);  // clamped
+  CHECK(code(bnb_cpu_exact_search(f(0xB493A3B7), s8), s8) == code(126, s8));
+  CHECK(code(bnb_cpu_exact_search(f(0x3866AFCD), s8), s8) == code(132, s8));
+  CHECK(code(bnb_cpu_exact_search(2.0f, s8), s8) == code(255, s8));  // clamped
 }
 
 TEST_CASE("torchao blocks: scale floor, zero block, NaN and Inf blocks (T7, T9, T14, T15)") {
@@ -125,21 +130,23 @@ TEST_CASE("torchao blocks: scale floor, zero block, NaN and Inf blocks (T7, T9, 
   x[256] = -3.0f;
   x[257] = 1.5f;
   const auto q = blockwise::torchao_quantize(x, s8, 256);
-  CHECK(bits_of(q.scale[0]) == 0x2B8CBCCC);  // f32(1e-12): the clip, not 0
-  CHECK(q.codes[0] == 127);
-  CHECK(q.scale[1] == 3.0f);
-  CHECK(q.codes[256] == 0);    // the absmax element, negative: -1 -> code 0
-  CHECK(q.codes[258] == 127);  // a zero inside a non-zero block
+  const auto in_s8 = [&](std::uint32_t c) { return code(c, s8); };
+  CHECK(bits(q.scale[0]) == f32_bits(0x2B8CBCCC));  // f32(1e-12): the clip, not 0
+  CHECK(in_s8(q.codes[0]) == in_s8(127));
+  CHECK(value(q.scale[1]) == value(3.0f));
+  CHECK(in_s8(q.codes[256]) == in_s8(0));    // the absmax element, negative: -1 -> code 0
+  CHECK(in_s8(q.codes[258]) == in_s8(127));  // a zero inside a non-zero block
   x[300] = std::numeric_limits<float>::quiet_NaN();
   const auto with_nan = blockwise::torchao_quantize(x, s8, 256);
-  CHECK(std::isnan(with_nan.scale[1]));
-  CHECK(std::all_of(with_nan.codes.begin() + 256, with_nan.codes.end(), [](std::uint8_t c) { return c == 0; }));
+  CHECK(is_nan(with_nan.scale[1]));
+  const std::span<const std::uint8_t> second_block = std::span(with_nan.codes).subspan(256);
+  CHECK(same_codes(second_block, std::vector<std::uint8_t>(second_block.size(), 0), s8));
   std::vector<float> inf_block(256, 1.0f);
   inf_block[5] = std::numeric_limits<float>::infinity();
   const auto with_inf = blockwise::torchao_quantize(inf_block, s8, 256);
-  CHECK(std::isinf(with_inf.scale[0]));
-  CHECK(with_inf.codes[0] == 127);
-  CHECK(with_inf.codes[5] == 0);
+  CHECK(is_inf(with_inf.scale[0]));
+  CHECK(in_s8(with_inf.codes[0]) == in_s8(127));
+  CHECK(in_s8(with_inf.codes[5]) == in_s8(0));
   CHECK_THROWS_AS(blockwise::torchao_quantize(std::vector<float>(300), s8, 256), std::invalid_argument);
 }
 
@@ -148,18 +155,18 @@ TEST_CASE("torchao FP8 state: scale by true division, the absmax element at 448 
   x[7] = f(0x3F800004);
   x[8] = -0.0f;
   const auto q = blockwise::torchao_fp8_quantize(x, 256, fp8::torch_eager<fp8::E4M3FN>());
-  CHECK(bits_of(q.scale[0]) == 0x3B124929);  // the reciprocal form would give 0x3B12492A
-  CHECK(q.codes[7] == 0x7E);
-  CHECK(q.codes[8] == 0x80);
+  CHECK(bits(q.scale[0]) == f32_bits(0x3B124929));  // the reciprocal form would give 0x3B12492A
+  CHECK(e4m3(q.codes[7]) == e4m3(0x7E));
+  CHECK(e4m3(q.codes[8]) == e4m3(0x80));
 }
 
 TEST_CASE("4-bit nibble packing puts the first element high (T8)") {
   const std::vector<std::uint8_t> codes = {0x1, 0x2, 0xF, 0x0};
   const auto packed = blockwise::pack_nibbles(codes);
-  CHECK(packed == std::vector<std::uint8_t>{0x12, 0xF0});
-  CHECK(blockwise::unpack_nibbles(packed, 4) == codes);
+  CHECK(same_codes(packed, std::vector<std::uint8_t>{0x12, 0xF0}));
+  CHECK(same_codes(blockwise::unpack_nibbles(packed, 4), codes));
   const auto u4 = torchao_unsigned4();
-  CHECK(torchao_search(0.0f, u4) == 0);  // no zero in the unsigned 4-bit map: 0 -> 0.0625 * scale
+  CHECK(code(torchao_search(0.0f, u4), u4) == code(0, u4));  // no zero in the unsigned 4-bit map: 0 -> 0.0625 * scale
 }
 
 TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backends (T9, T13, T14)") {
@@ -170,14 +177,15 @@ TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backend
   for (auto backend : {blockwise::BnbBackend::CpuLut, blockwise::BnbBackend::CudaIeee}) {
     const auto q = blockwise::bnb_quantize(x, s8, 256, backend);
     CHECK(q.scale.size() == 2);
-    CHECK(q.scale[0] == 0.5f);  // the NaN is ignored
-    CHECK(q.scale[1] == 2.0f);  // over the 17 valid items of the tail
-    CHECK(q.codes[3] == 0);
+    CHECK(value(q.scale[0]) == value(0.5f));  // the NaN is ignored
+    CHECK(value(q.scale[1]) == value(2.0f));  // over the 17 valid items of the tail
+    CHECK(code(q.codes[3], s8) == code(0, s8));
   }
   const auto d = blockwise::bnb_quantize(x, s8, 256, blockwise::BnbBackend::Default);
-  CHECK(std::isnan(d.scale[0]));  // the pure-PyTorch back end propagates it
+  CHECK(is_nan(d.scale[0]));  // the pure-PyTorch back end propagates it
   std::vector<float> zeros(256, 0.0f);
-  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CpuLut).codes[0] == 0);
-  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CudaIeee).codes[0] == 0);  // 0 * Inf = NaN -> 0
-  CHECK(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::Default).codes[0] == 127);
+  const auto in_s8 = [&](std::uint32_t c) { return code(c, s8); };
+  CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CpuLut).codes[0]) == in_s8(0));
+  CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CudaIeee).codes[0]) == in_s8(0));  // 0 * Inf = NaN -> 0
+  CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::Default).codes[0]) == in_s8(127));
 }

@@ -7,12 +7,14 @@
 #include <cmath>
 #include <limits>
 
+#include "bits_printer.hpp"
 #include "lowbit/fp8.hpp"
 #include "lowbit/fp8_sweep.hpp"
 #include "lowbit/oracle.hpp"
 
 using namespace lowbit;
 using namespace lowbit::fp8;
+using namespace lowbit::test;
 
 namespace {
 
@@ -28,15 +30,16 @@ void check_every_code_decodes_to_its_ocp_value() {
   for (int c = 0; c < 256; ++c) {
     const auto code = static_cast<std::uint8_t>(c);
     const float got = decode<Format>(code);
-    CAPTURE(c);
+    CAPTURE(fp8_code<Format>(code));
+    CAPTURE(bits(got));
     CHECK(std::signbit(got) == bool(code & 0x80));  // the sign survives, -0 included
     if (oracle::fp8_is_nan(code, info)) {
       ++nans;
-      CHECK(std::isnan(got));
+      CHECK(is_nan(got));
       CHECK(Format::is_nan(code));
     } else if (oracle::fp8_is_inf(code, info)) {
       ++infs;
-      CHECK(std::isinf(got));
+      CHECK(is_inf(got));
       CHECK(Format::is_inf(code));
     } else {
       CHECK(oracle::exact_value(got) == oracle::exact_fp8_value(code, info));
@@ -59,10 +62,12 @@ void check_boundaries_against_oracle(const Policy& policy) {
     const float near = oracle::round_to_f32(mid);
     for (float x : {next_down(next_down(near)), next_down(near), near, next_up(near), next_up(next_up(near))}) {
       for (float s : {x, -x}) {
-        CAPTURE(s);
-        CHECK(encode_nearest_even<Format>(s, policy) == oracle::to_fp8_nearest_even(s, info, policy));
+        CAPTURE(bits(s));
+        CHECK(fp8_code<Format>(encode_nearest_even<Format>(s, policy)) ==
+              fp8_code<Format>(oracle::to_fp8_nearest_even(s, info, policy)));
         for (std::uint32_t r : {0u, 1u, 0x7FFFFFFFu, 0x80000000u, 0x80000001u, 0xFFFFFFFFu}) {
-          CHECK(encode_stochastic<Format>(s, r, policy) == oracle::to_fp8_stochastic(s, r, info, policy));
+          CHECK(fp8_code<Format>(encode_stochastic<Format>(s, r, policy)) ==
+                fp8_code<Format>(oracle::to_fp8_stochastic(s, r, info, policy)));
         }
         ++checked;
       }
@@ -97,13 +102,13 @@ TEST_CASE("every E4M3FN code decodes to the OCP OFP8 value") { check_every_code_
 TEST_CASE("every E5M2 code decodes to the OCP OFP8 value") { check_every_code_decodes_to_its_ocp_value<E5M2>(); }
 
 TEST_CASE("decoded landmarks: largest finite, smallest normal and subnormal") {
-  CHECK(decode<E4M3FN>(0x7E) == 448.0f);
-  CHECK(decode<E4M3FN>(0x08) == std::ldexp(1.0f, -6));
-  CHECK(decode<E4M3FN>(0x01) == std::ldexp(1.0f, -9));
-  CHECK(decode<E5M2>(0x7B) == 57344.0f);
-  CHECK(decode<E5M2>(0x04) == std::ldexp(1.0f, -14));
-  CHECK(decode<E5M2>(0x01) == std::ldexp(1.0f, -16));
-  CHECK(std::isinf(decode<E5M2>(0xFC)));
+  CHECK(value(decode<E4M3FN>(0x7E)) == value(448.0f));
+  CHECK(value(decode<E4M3FN>(0x08)) == value(std::ldexp(1.0f, -6)));
+  CHECK(value(decode<E4M3FN>(0x01)) == value(std::ldexp(1.0f, -9)));
+  CHECK(value(decode<E5M2>(0x7B)) == value(57344.0f));
+  CHECK(value(decode<E5M2>(0x04)) == value(std::ldexp(1.0f, -14)));
+  CHECK(value(decode<E5M2>(0x01)) == value(std::ldexp(1.0f, -16)));
+  CHECK(is_inf(decode<E5M2>(0xFC)));
 }
 
 TEST_CASE("E4M3FN encode: spec T17, torch <= 2.12 (NaN on overflow), torch >= 2.13 and CUDA SATFINITE") {
@@ -135,17 +140,17 @@ TEST_CASE("E4M3FN encode: spec T17, torch <= 2.12 (NaN on overflow), torch >= 2.
   };
   const FormatInfo info = format_info(FormatId::E4M3FN);
   for (const Row& r : rows) {
-    CAPTURE(r.x);
-    CHECK(encode_nearest_even<E4M3FN>(r.x, legacy) == r.legacy);
-    CHECK(encode_nearest_even<E4M3FN>(r.x, torch) == r.torch);
-    CHECK(encode_nearest_even<E4M3FN>(r.x, sat) == r.sat);
-    CHECK(oracle::to_fp8_nearest_even(r.x, info, legacy) == r.legacy);
-    CHECK(oracle::to_fp8_nearest_even(r.x, info, torch) == r.torch);
-    CHECK(oracle::to_fp8_nearest_even(r.x, info, sat) == r.sat);
+    CAPTURE(bits(r.x));
+    CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, legacy)) == e4m3(r.legacy));
+    CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, torch)) == e4m3(r.torch));
+    CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, sat)) == e4m3(r.sat));
+    CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, legacy)) == e4m3(r.legacy));
+    CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, torch)) == e4m3(r.torch));
+    CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, sat)) == e4m3(r.sat));
   }
   // ml_dtypes agrees with torch <= 2.12 on E4M3FN; the non-saturating "inf" policy has no Inf to give.
   CHECK(ml_dtypes<E4M3FN>() == legacy);
-  CHECK(encode_nearest_even<E4M3FN>(1000.0f, {Overflow::Inf, kTorchNan}) == 0x7F);
+  CHECK(e4m3(encode_nearest_even<E4M3FN>(1000.0f, {Overflow::Inf, kTorchNan})) == e4m3(0x7F));
   // torch >= 2.13 changed E4M3FN only: E5M2 still overflows to Inf.
   CHECK(torch_eager<E5M2>() == torch_eager_legacy<E5M2>());
 }
@@ -167,29 +172,29 @@ TEST_CASE("E5M2 encode: spec T18, torch, CUDA SATFINITE and ml_dtypes NaN") {
       {next_up(std::ldexp(1.0f, -17)), 0x01, 0x01},
   };
   for (const Row& r : rows) {
-    CAPTURE(r.x);
-    CHECK(encode_nearest_even<E5M2>(r.x, torch) == r.torch);
-    CHECK(encode_nearest_even<E5M2>(r.x, sat) == r.sat);
-    CHECK(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E5M2), torch) == r.torch);
+    CAPTURE(bits(r.x));
+    CHECK(e5m2(encode_nearest_even<E5M2>(r.x, torch)) == e5m2(r.torch));
+    CHECK(e5m2(encode_nearest_even<E5M2>(r.x, sat)) == e5m2(r.sat));
+    CHECK(e5m2(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E5M2), torch)) == e5m2(r.torch));
   }
-  CHECK(encode_nearest_even<E5M2>(kNaN, ml_dtypes<E5M2>()) == 0x7E);
-  CHECK(encode_nearest_even<E5M2>(-kNaN, ml_dtypes<E5M2>()) == 0xFE);
+  CHECK(e5m2(encode_nearest_even<E5M2>(kNaN, ml_dtypes<E5M2>())) == e5m2(0x7E));
+  CHECK(e5m2(encode_nearest_even<E5M2>(-kNaN, ml_dtypes<E5M2>())) == e5m2(0xFE));
   // "nan" on a format with Inf: finite overflow becomes NaN, an Inf input stays Inf.
-  CHECK(encode_nearest_even<E5M2>(65536.0f, {Overflow::NaN, kTorchNan}) == 0x7F);
-  CHECK(encode_nearest_even<E5M2>(kInf, {Overflow::NaN, kTorchNan}) == 0x7C);
+  CHECK(e5m2(encode_nearest_even<E5M2>(65536.0f, {Overflow::NaN, kTorchNan})) == e5m2(0x7F));
+  CHECK(e5m2(encode_nearest_even<E5M2>(kInf, {Overflow::NaN, kTorchNan})) == e5m2(0x7C));
 }
 
 TEST_CASE("stochastic rounding: grid values never move, the carry decides") {
   const Policy p = torch_eager_legacy<E4M3FN>();
   // 1.0625 lies half-way between 1.0 (0x38) and 1.125 (0x39): fraction 1/2, top32 = 2^31.
-  CHECK(encode_stochastic<E4M3FN>(1.0625f, 0x7FFFFFFFu, p) == 0x38);
-  CHECK(encode_stochastic<E4M3FN>(1.0625f, 0x80000000u, p) == 0x39);
-  for (std::uint32_t r : {0u, 0x12345678u, 0xFFFFFFFFu}) CHECK(encode_stochastic<E4M3FN>(1.125f, r, p) == 0x39);
-  CHECK(encode_stochastic<E4M3FN>(next_up(1.0f), 0u, p) == 0x38);
-  CHECK(encode_stochastic<E4M3FN>(next_up(1.0f), 0xFFFFFFFFu, p) == 0x39);
+  CHECK(e4m3(encode_stochastic<E4M3FN>(1.0625f, 0x7FFFFFFFu, p)) == e4m3(0x38));
+  CHECK(e4m3(encode_stochastic<E4M3FN>(1.0625f, 0x80000000u, p)) == e4m3(0x39));
+  for (std::uint32_t r : {0u, 0x12345678u, 0xFFFFFFFFu}) CHECK(e4m3(encode_stochastic<E4M3FN>(1.125f, r, p)) == e4m3(0x39));
+  CHECK(e4m3(encode_stochastic<E4M3FN>(next_up(1.0f), 0u, p)) == e4m3(0x38));
+  CHECK(e4m3(encode_stochastic<E4M3FN>(next_up(1.0f), 0xFFFFFFFFu, p)) == e4m3(0x39));
   // Above 448 even by one float ulp, a carry overflows: NaN under torch rules, 448 saturated.
-  CHECK(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, p) == 0x7F);
-  CHECK(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, cuda_satfinite()) == 0x7E);
+  CHECK(e4m3(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, p)) == e4m3(0x7F));
+  CHECK(e4m3(encode_stochastic<E4M3FN>(next_up(448.0f), 0xFFFFFFFFu, cuda_satfinite())) == e4m3(0x7E));
 }
 
 TEST_CASE("every float32 next to a rounding boundary matches the oracle") {
@@ -203,9 +208,10 @@ TEST_CASE("f16 widening is exact on all 65536 patterns") {
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const float x = widen_f16(static_cast<std::uint16_t>(h));
     const unsigned e = (h >> 10) & 0x1F, m = h & 0x3FF;
-    CAPTURE(h);
+    CAPTURE(f16(h));
+    CAPTURE(bits(x));
     if (e == 0x1F) {
-      CHECK((m == 0 ? std::isinf(x) : std::isnan(x)));
+      CHECK((m == 0 ? is_inf(x) : is_nan(x)));
     } else {
       // binary16 value by its own field formula, independent of the bit shuffling in widen_f16
       const oracle::Exact v = e == 0 ? ldexp(oracle::Exact(m), -24) : ldexp(oracle::Exact(1024 + m), int(e) - 25);
@@ -247,7 +253,7 @@ TEST_CASE("a sweep finds and reports a wrong conversion") {
   CHECK(r.mismatches == overflow.inputs + inf.mismatches + nan.mismatches);
   REQUIRE(r.first_mismatches.size() == cfg.max_reported_mismatches);
   // bf16 0x43E8 = 464 ties down to 448; 0x43E9 = 466 is the first positive pattern that overflows.
-  CHECK(r.first_mismatches[0].input_bits == 0x43E9);
-  CHECK(r.first_mismatches[0].expected == 0x7F);
-  CHECK(r.first_mismatches[0].actual == 0x7E);
+  CHECK(bf16(r.first_mismatches[0].input_bits) == bf16(0x43E9));
+  CHECK(e4m3(r.first_mismatches[0].expected) == e4m3(0x7F));
+  CHECK(e4m3(r.first_mismatches[0].actual) == e4m3(0x7E));
 }

@@ -6,19 +6,22 @@
 #include <cmath>
 #include <map>
 
+#include "golden_fixture.hpp"
 #include "lowbit/compare.hpp"
-#include "lowbit/manifest.hpp"
 
 using namespace lowbit;
+using lowbit::test::golden_case;
+using lowbit::test::golden_entries;
+using lowbit::test::golden_manifest;
 
 TEST_CASE("every golden case equals the reference bit for bit") {
-  const Manifest manifest = read_manifest(LOWBIT_GOLDEN_DIR);
+  const Manifest& manifest = golden_manifest();
   REQUIRE_MESSAGE(!manifest.files.empty(), "golden/MANIFEST.json lists no cases");
   std::map<std::string, int> cases_per_format;
   std::uint64_t elements = 0, library_rounding = 0;
   for (const ManifestEntry& e : manifest.files) {
     CAPTURE(e.path);
-    const Case expected = read_verified_case(LOWBIT_GOLDEN_DIR, e);  // refuses a file whose hash disagrees
+    const Case expected = golden_case(e);  // refuses a file whose hash disagrees
     const FormatSpec* spec = find_format(expected.format());
     REQUIRE_MESSAGE(spec, "unregistered format " << expected.format());
     const TolerancePolicy policy = load_tolerance_policy(spec->default_tolerance);
@@ -51,12 +54,9 @@ TEST_CASE("every golden case equals the reference bit for bit") {
 }
 
 TEST_CASE("library rounding needs both sides reproduced: a parameter no one-ulp sqrt explains is genuine") {
-  const Manifest manifest = read_manifest(LOWBIT_GOLDEN_DIR);
-  const ManifestEntry* entry = nullptr;
-  for (const ManifestEntry& e : manifest.files)
-    if (e.format == "torchao.adam.codebook8" && e.path.ends_with("/adamw.step2.safetensors")) entry = &e;  // float32 param
-  REQUIRE(entry);
-  const Case expected = read_verified_case(LOWBIT_GOLDEN_DIR, *entry);
+  const auto entries = golden_entries("torchao.adam.codebook8", "*/adamw.step2.safetensors");  // float32 param
+  REQUIRE_FALSE(entries.empty());
+  const Case expected = golden_case(*entries.front());
   Case actual = run_reference(*find_format(expected.format()), expected);
   std::vector<float> p = actual.require("param.next").f32();
   for (int k = 0; k < 5; ++k) p[100] = std::nextafter(p[100], INFINITY);  // five ulps off: no sqrt rounding does that

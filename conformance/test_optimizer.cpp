@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "bits_printer.hpp"
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
@@ -16,6 +17,7 @@
 
 using namespace lowbit;
 using optimizer::Moment;
+using namespace lowbit::test;
 
 namespace {
 
@@ -45,11 +47,11 @@ BnbRun bnb_cuda(std::vector<float> grad, std::int32_t step = 1, double wd = 0.0)
 
 TEST_CASE("bnb CUDA: 1 - beta is computed from the float32 beta (T24)") {
   const auto s = optimizer::bnb_adam_cuda_scalars({}, 1);
-  CHECK(bits_of(s.w1) == 0x3DCCCCD0u);
-  CHECK(bits_of(s.w2) == 0x3A831200u);
+  CHECK(bits(s.w1) == f32_bits(0x3DCCCCD0u));
+  CHECK(bits(s.w2) == f32_bits(0x3A831200u));
   const auto t = optimizer::torchao_adam_scalars({}, 1.0f);
-  CHECK(bits_of(t.w1) == 0x3DCCCCCDu);
-  CHECK(bits_of(t.w2) == 0x3A83126Fu);
+  CHECK(bits(t.w1) == f32_bits(0x3DCCCCCDu));
+  CHECK(bits(t.w2) == f32_bits(0x3A83126Fu));
 }
 
 TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block to 255 (T9, T11, T22)") {
@@ -57,17 +59,19 @@ TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block 
   grad[3] = 0.0f;   // s1 = -0*b1 + (1-b1)*0 = +0: code 127, sign matches
   grad[4] = -0.0f;  // s1 = -0: searched to 127 (+0), the sign fix steps down to 126
   const BnbRun r = bnb_cuda(grad);
-  CHECK(r.m.codes[3] == 127);
-  CHECK(r.m.codes[4] == 126);
-  CHECK(r.m.codes[0] == 255);  // the element equal to absmax
-  CHECK(r.v.codes[3] == 0);
+  const auto m = [&](std::uint32_t c) { return code(c, r.m.qmap); };  // signed map
+  const auto v = [&](std::uint32_t c) { return code(c, r.v.qmap); };  // unsigned map
+  CHECK(m(r.m.codes[3]) == m(127));
+  CHECK(m(r.m.codes[4]) == m(126));
+  CHECK(m(r.m.codes[0]) == m(255));  // the element equal to absmax
+  CHECK(v(r.v.codes[3]) == v(0));
 
   const BnbRun zeros = bnb_cuda(std::vector<float>(256, 0.0f));  // s1 = +0, absmax 0: NaN -> code 0, 0 - 1 = 255
-  CHECK(zeros.m.scale[0] == 0.0f);
-  for (std::uint8_t c : zeros.m.codes) CHECK(c == 255);
-  for (std::uint8_t c : zeros.v.codes) CHECK(c == 0);
+  CHECK(value(zeros.m.scale[0]) == value(0.0f));
+  for (std::uint8_t c : zeros.m.codes) CHECK(m(c) == m(255));
+  for (std::uint8_t c : zeros.v.codes) CHECK(v(c) == v(0));
   const BnbRun negative_zeros = bnb_cuda(std::vector<float>(256, -0.0f));  // s1 = -0 matches q[0]'s sign
-  for (std::uint8_t c : negative_zeros.m.codes) CHECK(c == 0);
+  for (std::uint8_t c : negative_zeros.m.codes) CHECK(m(c) == m(0));
 }
 
 TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the parameter (T16)") {
@@ -77,12 +81,13 @@ TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the par
   grad[270] = -INFINITY;
   const BnbRun r = bnb_cuda(grad, 1, 0.01);
   for (std::size_t i : {10u, 11u, 270u}) {
-    CHECK(r.param[i] == 1.0f);  // neither the update nor the decay
-    CHECK(r.m.codes[i] == 127);  // s1 = +0 in a block with absmax > 0
-    CHECK(r.v.codes[i] == 0);
+    CAPTURE(i);
+    CHECK(value(r.param[i]) == value(1.0f));  // neither the update nor the decay
+    CHECK(code(r.m.codes[i], r.m.qmap) == code(127, r.m.qmap));  // s1 = +0 in a block with absmax > 0
+    CHECK(code(r.v.codes[i], r.v.qmap) == code(0, r.v.qmap));
   }
-  CHECK(r.param[12] != 1.0f);
-  CHECK(r.m.scale[0] == r.m.scale[1]);  // both blocks: absmax from the finite gradients only
+  CHECK(value(r.param[12]) != value(1.0f));
+  CHECK(value(r.m.scale[0]) == value(r.m.scale[1]));  // both blocks: absmax from the finite gradients only
 }
 
 TEST_CASE("bnb CUDA: the tail block's padding slots enter the new absmax (T13)") {
@@ -93,42 +98,42 @@ TEST_CASE("bnb CUDA: the tail block's padding slots enter the new absmax (T13)")
   optimizer::BnbAdamHyper h;
   optimizer::bnb_adam_cuda_step(r.param, grad, 1, r.m, r.v, h);
   const float tail_absmax = r.m.scale[1];
-  REQUIRE(tail_absmax > 0.0f);
+  REQUIRE(value(tail_absmax) > value(0.0f));
   for (std::size_t i = 256; i < 273; ++i) grad[i] = NAN;
   optimizer::bnb_adam_cuda_step(r.param, grad, 2, r.m, r.v, h);
   const float padding = r.m.qmap[128] * tail_absmax * static_cast<float>(h.beta1);  // + (1 - b1) * 0
-  CHECK(bits_of(r.m.scale[1]) == bits_of(padding));
-  CHECK(r.v.scale[1] == 0.0f);  // state2 pads with code 0: q2[0] = 0
+  CHECK(bits(r.m.scale[1]) == bits(padding));
+  CHECK(value(r.v.scale[1]) == value(0.0f));  // state2 pads with code 0: q2[0] = 0
   // a full block whose gradients are all reset has no padding: its absmax becomes 0
   std::vector<float> nan_block(256, NAN);
   const BnbRun full = bnb_cuda(nan_block);
-  CHECK(full.m.scale[0] == 0.0f);
+  CHECK(value(full.m.scale[0]) == value(0.0f));
 }
 
 TEST_CASE("bnb CUDA: decoupled weight decay after the update") {
   const BnbRun plain = bnb_cuda(std::vector<float>(256, 0.5f), 1, 0.0);
   const BnbRun decayed = bnb_cuda(std::vector<float>(256, 0.5f), 1, 0.5);
   const float factor = std::fma(-1e-3f, 0.5f, 1.0f);
-  CHECK(bits_of(decayed.param[0]) == bits_of(plain.param[0] * factor));
+  CHECK(bits(decayed.param[0]) == bits(plain.param[0] * factor));
 }
 
 TEST_CASE("bf16 stochastic rounding: draw against the low 16 bits (T27)") {
   const float x = float_from_bits(0x3F80'0001u);  // fraction 1
-  CHECK(bf16_stochastic_round(x, 0) == 0x3F81);       // r = 0 < fraction: away from zero
-  CHECK(bf16_stochastic_round(x, 1) == 0x3F80);       // r = fraction: truncate
-  CHECK(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFF) == 0xBF80);  // r = 0xFFFF never rounds up
-  CHECK(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFE) == 0xBF81);  // away from zero, negative
-  for (std::int32_t r : {0, 1234, 0xFFFF}) CHECK(bf16_stochastic_round(1.5f, r) == 0x3FC0);  // exact: always
-  CHECK(bf16_stochastic_round(float_from_bits(0x7F80'0001u), 0xFFFF) == 0x7F80);  // NaN, low payload: +Inf
-  CHECK(bf16_stochastic_round(FLT_MAX, 0) == 0x7F80);                            // FLT_MAX up to Inf
-  CHECK(bf16_stochastic_round(FLT_MAX, 0xFFFF) == 0x7F7F);
+  CHECK(bf16(bf16_stochastic_round(x, 0)) == bf16(0x3F81));       // r = 0 < fraction: away from zero
+  CHECK(bf16(bf16_stochastic_round(x, 1)) == bf16(0x3F80));       // r = fraction: truncate
+  CHECK(bf16(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFF)) == bf16(0xBF80));  // r = 0xFFFF never rounds up
+  CHECK(bf16(bf16_stochastic_round(float_from_bits(0xBF80'FFFFu), 0xFFFE)) == bf16(0xBF81));  // away from zero, negative
+  for (std::int32_t r : {0, 1234, 0xFFFF}) CHECK(bf16(bf16_stochastic_round(1.5f, r)) == bf16(0x3FC0));  // exact: always
+  CHECK(bf16(bf16_stochastic_round(float_from_bits(0x7F80'0001u), 0xFFFF)) == bf16(0x7F80));  // NaN, low payload: +Inf
+  CHECK(bf16(bf16_stochastic_round(FLT_MAX, 0)) == bf16(0x7F80));                            // FLT_MAX up to Inf
+  CHECK(bf16(bf16_stochastic_round(FLT_MAX, 0xFFFF)) == bf16(0x7F7F));
 }
 
 TEST_CASE("bf16 nearest-even write-back: ties to even, overflow to Inf") {
-  CHECK(bf16_round_nearest_even(float_from_bits(0x3F80'8000u)) == 0x3F80);  // tie, even stays
-  CHECK(bf16_round_nearest_even(float_from_bits(0x3F81'8000u)) == 0x3F82);  // tie, odd goes up
-  CHECK(bf16_round_nearest_even(float_from_bits(0x3F80'8001u)) == 0x3F81);
-  CHECK(bf16_round_nearest_even(FLT_MAX) == 0x7F80);
+  CHECK(bf16(bf16_round_nearest_even(float_from_bits(0x3F80'8000u))) == bf16(0x3F80));  // tie, even stays
+  CHECK(bf16(bf16_round_nearest_even(float_from_bits(0x3F81'8000u))) == bf16(0x3F82));  // tie, odd goes up
+  CHECK(bf16(bf16_round_nearest_even(float_from_bits(0x3F80'8001u))) == bf16(0x3F81));
+  CHECK(bf16(bf16_round_nearest_even(FLT_MAX)) == bf16(0x7F80));
 }
 
 TEST_CASE("torchao: the float32 step counter stops at 2^24 (T23)") {
@@ -140,7 +145,7 @@ TEST_CASE("torchao: the float32 step counter stops at 2^24 (T23)") {
   o.kind = optimizer::TorchaoState::Dense;
   float step = 16777216.0f;
   optimizer::torchao_adam_step(param, grad, step, m, v, nullptr, {}, o);
-  CHECK(step == 16777216.0f);
+  CHECK(value(step) == value(16777216.0f));
 }
 
 TEST_CASE("torchao: stochastic rounding needs a bf16 parameter and one draw per element") {
