@@ -2,6 +2,7 @@
 // answer every fault with a CaseError naming the file and the fault, never a crash.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -99,7 +100,7 @@ TEST_CASE("malformed: header length beyond the file") {
 TEST_CASE("malformed: header not JSON, or not an object") {
   check_fault(file_with_header("{\"a\": ", 0), "not valid JSON");
   check_fault(file_with_header("[1, 2]", 0), "not a JSON object");
-  check_fault(file_with_header("\xff\xfe", 0), "not valid JSON");
+  check_fault(file_with_header("\xff\xfe", 0), "not valid UTF-8 at offset 0");
 }
 
 TEST_CASE("malformed: unknown dtype") {
@@ -142,6 +143,55 @@ TEST_CASE("malformed: integer overflow in a size") {
 TEST_CASE("malformed: duplicate names") {
   check_fault(file_with_header(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})", 2),
               "duplicate name 'a'");
+}
+
+TEST_CASE("malformed: a NUL byte hides the rest of the header from a parser that stops there") {
+  // Valid JSON up to the NUL; behind it a duplicate name that must not go unseen.
+  const std::string header = std::string(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})") + '\0' +
+                             R"(,"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})";
+  check_fault(file_with_header(header, 2), "NUL byte at offset 53");
+}
+
+TEST_CASE("malformed: a header that is not UTF-8 (the official reader decodes it as UTF-8 first)") {
+  const std::string name_prefix = R"({"__metadata__":{"source":")";
+  for (const std::string& bad : {std::string("\xC0\xAF"),           // overlong '/'
+                                std::string("\xED\xA0\x80"),       // a surrogate
+                                std::string("\xF4\x90\x80\x80"),  // above U+10FFFF
+                                std::string("\x80"),               // a lone continuation byte
+                                std::string("\xE2\x82")}) {        // truncated sequence
+    CAPTURE(bad.size());
+    check_fault(file_with_header(name_prefix + bad + R"("}})", 0), "not valid UTF-8 at offset 27");
+  }
+  // Well-formed multi-byte text is accepted: 2-, 3- and 4-byte sequences.
+  const Case c = parse_case(file_with_header(name_prefix + "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80" + R"("}})", 0), "ok");
+  CHECK(c.meta("source") == "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+}
+
+namespace {
+// A header with n one-byte U8 tensors t0 .. t{n-1}.
+std::vector<std::uint8_t> many_tensors(std::size_t n) {
+  std::string h = "{";
+  for (std::size_t i = 0; i < n; ++i)
+    h += (i ? ",\"t" : "\"t") + std::to_string(i) + R"(":{"dtype":"U8","shape":[1],"data_offsets":[)" +
+         std::to_string(i) + "," + std::to_string(i + 1) + "]}";
+  return file_with_header(h + "}", n);
+}
+}  // namespace
+
+TEST_CASE("malformed: more tensors than a case may hold; many tensors parse in linear time") {
+  check_fault(many_tensors((std::size_t{1} << 18) + 1), "more than 262144 tensors");
+  // 2^18 tensors, the cap: the quadratic parser this replaces took minutes for 2 * 10^5 tensors.
+  const auto start = std::chrono::steady_clock::now();
+  const Case c = parse_case(many_tensors(std::size_t{1} << 18), "many");
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(c.tensors.size() == (std::size_t{1} << 18));
+  CHECK(seconds < 30);  // a guard against a quadratic regression, not a performance claim
+}
+
+TEST_CASE("only regular files are read") {
+  CHECK_THROWS_WITH_AS(read_case("/dev/zero"), "/dev/zero: not a regular file", CaseError);
+  CHECK_THROWS_WITH_AS(read_case(std::filesystem::temp_directory_path().string()),
+                       (std::filesystem::temp_directory_path().string() + ": not a regular file").c_str(), CaseError);
 }
 
 TEST_CASE("malformed: required tensor missing") {

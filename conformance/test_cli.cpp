@@ -138,3 +138,37 @@ TEST_CASE("golden generate runs optimizer steps from a fresh state, each case st
   CHECK(small.output.find("torchao.adam.dense") != std::string::npos);
   CHECK(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input edges --steps 2 --out " + (dir / "g")).code == 2);
 }
+
+TEST_CASE("outputs never destroy inputs: a report over an input, a device, a link or the other report is refused") {
+  TempDir dir;
+  Case in;
+  in.metadata = {{"format", "fp8.e5m2.inf"}};
+  in.add(Tensor::from_f32("input", {2}, std::vector<float>{1.0f, 3.0f}));
+  const Case expected = run_reference(*find_format("fp8.e5m2.inf"), in);
+  write_case(dir / "a.safetensors", expected);
+  write_case(dir / "b.safetensors", expected);
+  const std::string a_bytes = slurp(dir / "a.safetensors"), b_bytes = slurp(dir / "b.safetensors");
+  const std::string compare = "compare " + (dir / "a.safetensors") + " " + (dir / "b.safetensors");
+
+  struct Refusal {
+    std::string args, words;
+  };
+  fs::create_symlink(dir / "elsewhere.json", dir / "link.json");
+  for (const Refusal& r : {Refusal{" --report " + (dir / "a.safetensors"), "it is an input of this run"},
+                           Refusal{" --report " + dir.path.string() + "/./b.safetensors", "it is an input of this run"},
+                           Refusal{" --report " + dir.path.string() + "//b.safetensors", "it is an input of this run"},
+                           Refusal{" --report " + (dir / "r.md"), "would both be written to"},
+                           Refusal{" --report " + (dir / "r.json") + " --markdown " + (dir / "r.json"), "would both be written to"},
+                           Refusal{" --report /dev/null", "not a regular file"},
+                           Refusal{" --report " + (dir / "link.json"), "symbolic link"}}) {
+    CAPTURE(r.args);
+    const Run run = lowbit_cli(compare + r.args);
+    CHECK(run.code == 2);
+    CHECK(run.output.find(r.words) != std::string::npos);
+  }
+  CHECK(slurp(dir / "a.safetensors") == a_bytes);
+  CHECK(slurp(dir / "b.safetensors") == b_bytes);
+  CHECK(fs::is_character_file("/dev/null"));
+  CHECK(fs::is_symlink(dir / "link.json"));
+  CHECK(!fs::exists(dir / "elsewhere.json"));
+}

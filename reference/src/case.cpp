@@ -5,6 +5,8 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <sys/stat.h>
+#include <unordered_set>
 
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/float_bits.hpp"
@@ -26,8 +28,11 @@ constexpr DTypeRow kDTypes[] = {
     {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
 };
 
-// The reference implementation caps headers at 100 MB; nothing legitimate comes near it.
+// The reference implementation caps headers at 100 MB; nothing legitimate comes near it. The tensor
+// cap bounds the work a header can ask for: a case holds a few dozen tensors, a whole model's
+// optimizer state a few thousand per file.
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr std::size_t kMaxTensors = std::size_t{1} << 18;
 
 template <class T>
 std::vector<T> copy_as(const Tensor& t) {
@@ -42,21 +47,72 @@ void expect_dtype(const Tensor& t, std::initializer_list<DType> allowed, const c
   throw CaseError("tensor '" + t.name + "' has dtype " + std::string(dtype_name(t.dtype)) + ", not " + what);
 }
 
-// Rejects duplicate keys at every object level (nlohmann keeps the last one silently).
-struct DuplicateKeyGuard {
-  std::vector<std::set<std::string>> open_objects;
+// One linear SAX pass over the header before it is built: the first key that repeats within one
+// object, at any depth (nlohmann keeps the last of two equal keys silently; its callback parser,
+// which could see them, rescans the parent object at every object's end: quadratic in the number
+// of tensors), and whether the top level has more entries than a case may hold. Both stop the pass.
+class HeaderScan : public nlohmann::json::json_sax_t {
+ public:
   std::string duplicate;
-  bool operator()(int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start) open_objects.emplace_back();
-    else if (event == E::object_end && !open_objects.empty()) open_objects.pop_back();
-    else if (event == E::key && !open_objects.empty()) {
-      const std::string key = parsed.get<std::string>();
-      if (!open_objects.back().insert(key).second && duplicate.empty()) duplicate = key;
+  bool too_many_entries = false;
+
+  bool start_object(std::size_t) override {
+    open_objects_.emplace_back();
+    return true;
+  }
+  bool end_object() override {
+    open_objects_.pop_back();
+    return true;
+  }
+  bool key(string_t& k) override {
+    if (!open_objects_.back().insert(k).second) {
+      duplicate = k;
+      return false;
+    }
+    if (open_objects_.size() == 1 && k != "__metadata__" && ++top_level_tensors_ > kMaxTensors) {
+      too_many_entries = true;
+      return false;
     }
     return true;
   }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::unordered_set<std::string>> open_objects_;
+  std::size_t top_level_tensors_ = 0;
 };
+
+// The official reader takes the header as UTF-8 text (Rust's str::from_utf8) before any JSON:
+// refuse a NUL byte (nlohmann would stop reading there and accept what follows unseen) and any
+// byte sequence that is not well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
+std::optional<std::string> header_text_fault(std::string_view h) {
+  for (std::size_t i = 0; i < h.size();) {
+    const auto b = static_cast<unsigned char>(h[i]);
+    if (b == 0) return "header holds a NUL byte at offset " + std::to_string(i);
+    std::size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    bool ok = len != 0 && i + len <= h.size();
+    std::uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      const auto c = static_cast<unsigned char>(h[i + k]);
+      ok = (c >> 6) == 0x2;
+      cp = (cp << 6) | (c & 0x3F);
+    }
+    constexpr std::uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
+    ok = ok && cp >= kMinForLength[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!ok) return "header is not valid UTF-8 at offset " + std::to_string(i);
+    i += len;
+  }
+  return std::nullopt;
+}
 
 std::uint64_t checked_product(std::uint64_t a, std::uint64_t b, bool& overflow) {
   std::uint64_t r = 0;
@@ -243,15 +299,18 @@ Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
   const std::string_view header_text(reinterpret_cast<const char*>(file.data() + 8), header_len);
   const std::uint64_t data_size = after_length - header_len;
 
-  DuplicateKeyGuard guard;
+  if (const auto fault = header_text_fault(header_text)) throw fail(*fault);
+  HeaderScan scan;
+  nlohmann::json::sax_parse(header_text, &scan);  // a syntax error is reported by the parse below
+  if (!scan.duplicate.empty()) throw fail("duplicate name '" + scan.duplicate + "' in the header");
+  if (scan.too_many_entries) throw fail("header lists more than " + std::to_string(kMaxTensors) + " tensors");
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text, std::ref(guard));
+    header = nlohmann::json::parse(header_text);
   } catch (const nlohmann::json::exception& e) {
     throw fail(std::string("header is not valid JSON (") + e.what() + ")");
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
-  if (!guard.duplicate.empty()) throw fail("duplicate name '" + guard.duplicate + "' in the header");
 
   Case c;
   c.origin = origin;
@@ -292,14 +351,24 @@ Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
 }
 
 std::vector<std::uint8_t> read_file_bytes(const std::string& path) {
+  // Only regular files: their size is known before anything is read, so the memory used is the
+  // file's size (a device such as /dev/zero, a FIFO or a folder would be read without end or fail late).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode)) throw CaseError(path + ": not a regular file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw CaseError(path + ": read error");
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  if (static_cast<std::size_t>(in.gcount()) != bytes.size() || in.peek() != std::ifstream::traits_type::eof())
+    throw CaseError(path + ": changed size while it was read");
   return bytes;
 }
 
-Case read_case(const std::string& path) { return parse_case(read_file_bytes(path), path); }
+Case read_case(const std::string& path) {
+  note_input_file(path);
+  return parse_case(read_file_bytes(path), path);
+}
 
 std::vector<std::uint8_t> serialize_case(const Case& c) {
   std::vector<const Tensor*> order;

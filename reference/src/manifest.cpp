@@ -86,6 +86,7 @@ void upsert(Manifest& m, ManifestEntry e) {
 Case read_verified_case(const std::string& dir, const ManifestEntry& entry) {
   check_relative(entry.path, manifest_path(dir));
   const std::string full = (std::filesystem::path(dir) / entry.path).string();
+  note_input_file(full);
   const auto bytes = read_file_bytes(full);
   if (bytes.size() != entry.size)
     throw CaseError(full + ": size " + std::to_string(bytes.size()) + " disagrees with the manifest (" +

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.hpp"
+#include "lowbit/atomic_file.hpp"
 #include "subcommand.hpp"
 
 int main(int argc, char** argv) {
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     return kBadInput;
   }
 
+  lowbit::guard_run_files();  // no output over an input or another output; temporaries removed on SIGINT/SIGTERM
   try {
     for (const Subcommand& s : subcommands)
       if (s.app->parsed()) return s.run();

@@ -17,6 +17,9 @@ void ReportOutput::prepare() {
     const bool has_extension = dot != std::string::npos && (slash == std::string::npos || dot > slash);
     markdown_path = (has_extension ? json_path.substr(0, dot) : json_path) + ".md";
   }
+  if (!json_path.empty() && same_file(json_path, markdown_path))
+    throw UsageError("the JSON report and the Markdown report would both be written to '" + json_path +
+                     "'; name the Markdown file with --markdown");
   try {
     if (!json_path.empty()) ensure_writable(json_path);
     if (!markdown_path.empty()) ensure_writable(markdown_path);

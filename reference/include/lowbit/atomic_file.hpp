@@ -1,16 +1,29 @@
 #pragma once
 // Output files are written whole or not at all: the bytes go to a temporary file beside the target,
-// which is renamed over it only once complete. A reader never sees a partial file.
+// which is renamed over it only once complete. A reader never sees a partial file. Only regular
+// files are written: a device, FIFO, symbolic link or folder at the target is refused, never
+// replaced.
 #include <string>
 #include <string_view>
 
 namespace lowbit {
 
-// Throws std::runtime_error naming the path and the system's reason when the file cannot be written.
+// Throws std::runtime_error naming the path and the reason when the file cannot or may not be written.
 void write_file_atomically(const std::string& path, std::string_view contents);
 
-// Checks up front that `path` can be written (its folder exists and accepts files), so that a long
-// run does not fail at its very end. Throws std::runtime_error like write_file_atomically.
+// Checks up front that `path` can be written (its folder exists and accepts files, nothing but a
+// regular file stands there), so that a long run does not fail at its very end.
 void ensure_writable(const std::string& path);
+
+// Whether two paths name the same file (resolving ".", "..", repeated slashes and links).
+bool same_file(const std::string& a, const std::string& b);
+
+// The guard of one run of a command (the CLI turns it on; a library user may): from then on every
+// case file read is an input of the run, and no output may be written over an input or over an
+// output the run already wrote; SIGINT and SIGTERM remove the temporary file of a write in progress
+// before the process ends.
+void guard_run_files();
+// Records a case file as an input of the run (read_case and the manifest's readers call it).
+void note_input_file(const std::string& path);
 
 }  // namespace lowbit

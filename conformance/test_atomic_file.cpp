@@ -1,0 +1,85 @@
+// Output files: whole or nothing, regular files only, never over an input of the run, and no
+// temporary file left behind when the process is stopped by SIGINT or SIGTERM mid-write.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <stdexcept>
+
+#include "lowbit/atomic_file.hpp"
+
+namespace fs = std::filesystem;
+
+TEST_CASE("a signal during a write removes the temporary file, then ends the process by that signal") {
+  for (int sig : {SIGTERM, SIGINT}) {
+    CAPTURE(sig);
+    const fs::path dir = fs::temp_directory_path() / ("lowbit_atomic_" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const std::string target = (dir / "report.json").string();
+    int go[2];
+    REQUIRE(::pipe(go) == 0);
+    const pid_t child = ::fork();
+    REQUIRE(child >= 0);
+    if (child == 0) {  // the writer: blocks inside the write until the signal arrives
+      lowbit::guard_run_files();
+      char byte = 0;
+      if (::read(go[0], &byte, 1) != 1) ::_exit(3);
+      try {
+        lowbit::write_file_atomically(target, "{}");
+      } catch (...) {
+        ::_exit(4);
+      }
+      ::_exit(5);  // the write must not complete: nobody reads the FIFO
+    }
+    // The temporary file the child will open is made a FIFO first, so its open blocks while the
+    // temporary exists; without the handler it would still be there after the child's death.
+    const std::string tmp = target + ".tmp." + std::to_string(child);
+    REQUIRE(::mkfifo(tmp.c_str(), 0600) == 0);
+    REQUIRE(::write(go[1], "x", 1) == 1);
+    ::usleep(300 * 1000);
+    ::kill(child, sig);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    CHECK(WIFSIGNALED(status));
+    CHECK(WTERMSIG(status) == sig);
+    CHECK(!fs::exists(fs::symlink_status(tmp)));
+    CHECK(!fs::exists(target));
+    ::close(go[0]);
+    ::close(go[1]);
+    fs::remove_all(dir);
+  }
+}
+
+TEST_CASE("only regular files are written; the run's inputs and earlier outputs are refused") {
+  const fs::path dir = fs::temp_directory_path() / ("lowbit_atomic_guard_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  const std::string fifo = (dir / "fifo").string();
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(lowbit::write_file_atomically(fifo, "x"),
+                       ("cannot write '" + fifo + "': it is not a regular file (a device or FIFO); lowbit writes only regular files").c_str(),
+                       std::runtime_error);
+  CHECK(fs::is_fifo(fifo));
+  CHECK_THROWS_AS(lowbit::write_file_atomically((dir / "sub").string(), "x"), std::runtime_error);
+
+  lowbit::guard_run_files();
+  const std::string input = (dir / "in.safetensors").string();
+  lowbit::write_file_atomically(input, "data");
+  lowbit::note_input_file(input);
+  CHECK_THROWS_WITH_AS(lowbit::write_file_atomically((dir / "sub/../in.safetensors").string(), "x"),
+                       ("cannot write '" + (dir / "sub/../in.safetensors").string() +
+                        "': it is an input of this run; refusing to overwrite it").c_str(),
+                       std::runtime_error);
+  lowbit::write_file_atomically((dir / "out.json").string(), "1");
+  CHECK_THROWS_WITH_AS(lowbit::write_file_atomically((dir / "./out.json").string(), "2"),
+                       ("cannot write '" + (dir / "./out.json").string() + "': another output of this run was already written there").c_str(),
+                       std::runtime_error);
+  CHECK(lowbit::same_file((dir / "out.json").string(), (dir / "sub/../out.json").string()));
+  CHECK(!lowbit::same_file((dir / "out.json").string(), (dir / "in.safetensors").string()));
+  fs::remove_all(dir);
+}
