@@ -1,13 +1,41 @@
 #!/usr/bin/env bash
 # Every test: set up, build, run all CTest suites including the slow exhaustive float32 sweeps;
 # then the fast suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and a fuzz smoke
-# run of the case reader (100 000 executions, clang + libFuzzer).
+# run of the case reader (100 000 executions, clang + libFuzzer). Ends with one line:
+# "test-all: N passed, N failed" (CTest tests of both runs, plus the fuzz run), or the stage that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+stage=setup
+trap 'echo "test-all: FAILED in stage $stage"' ERR
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+# Runs one CTest preset and adds its counts ("100% tests passed, 0 tests failed out of 14").
+count_ctest() {
+  local line total fails
+  line=$(grep -E "tests passed, [0-9]+ tests? failed out of [0-9]+" "$log" | tail -n 1)
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  fails=$(sed -E 's/.* ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + total - fails))
+  failed=$((failed + fails))
+}
+
 bash scripts/setup.sh
 bash scripts/setup-crosscheck.sh || echo "test-all: no safetensors package; its cross-check will report itself skipped" >&2
+stage="release build"
 bash scripts/build.sh release
-ctest --preset release
+stage="release tests"
+ctest --preset release 2>&1 | tee "$log"
+count_ctest
+stage="sanitizer build"
 bash scripts/build.sh sanitize
-ctest --preset sanitize
+stage="sanitizer tests"
+ctest --preset sanitize 2>&1 | tee "$log"
+count_ctest
+stage="fuzz smoke"
 bash scripts/fuzz-smoke.sh 100000
+passed=$((passed + 1))
+echo "test-all: $passed passed, $failed failed"
