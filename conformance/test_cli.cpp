@@ -65,6 +65,11 @@ TEST_CASE("compare: identical files exit 0, one differing code exits 1 and is na
   Run same = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "same.safetensors"));
   CHECK(same.code == 0);
   CHECK(same.output.find("conformant") == 0);
+  // A shipped policy by name, found beside the binary (build tree laid out like the install tree).
+  Run by_name = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "same.safetensors") +
+                           " --policy bnb-cuda");
+  CHECK(by_name.code == 0);
+  CHECK(by_name.output.find(", policy bnb-cuda\n") != std::string::npos);
 
   Run diff = lowbit_cli("compare " + (dir / "expected.safetensors") + " " + (dir / "changed.safetensors") +
                         " --markdown " + (dir / "r.md") + " --report " + (dir / "r.json"));
@@ -113,6 +118,11 @@ TEST_CASE("sweep of bf16 writes a conformant report; golden generate, check and 
   const Run none = lowbit_cli("conform --golden " + (dir / "g") + " --format 'torchao.*'");
   CHECK(none.code == 0);
   CHECK(none.output.find("nothing to check") != std::string::npos);
+  // A folder without a manifest: an error naming what was looked for, never "nothing to check".
+  const Run missing = lowbit_cli("conform --golden " + (dir / "empty"));
+  CHECK(missing.code == 2);
+  CHECK(missing.output.find("no golden cases: " + (dir / "empty") + "/MANIFEST.json does not exist") !=
+        std::string::npos);
   CHECK(lowbit_cli("golden generate --format no.such --input edges --out " + (dir / "g")).code == 2);
   CHECK(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input gauss --out " + (dir / "g")).code == 2);
 }

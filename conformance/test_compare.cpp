@@ -1,11 +1,17 @@
 // The comparison engine: bitwise agreement, code and ulp distances, classification of each
 // mismatch, tolerance policies, and the reports' contents.
 #include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "bits_printer.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
+#include "lowbit/tolerance.hpp"
 
 using namespace lowbit;
 using namespace lowbit::test;
@@ -137,9 +143,40 @@ TEST_CASE("the Markdown report names the differing element in hex and decimal") 
 }
 
 TEST_CASE("tolerance policies are data: built-in, by name, by path; bad ones are refused") {
-  CHECK(value(load_tolerance_policy("bit-exact").boundary_ulps) == value(0.0));
-  const TolerancePolicy bnb = load_tolerance_policy("bnb-cuda");
-  CHECK(value(bnb.boundary_ulps) == value(3.0));
+  CHECK(value(load_tolerance_policy("bit-exact", LOWBIT_POLICY_DIR).boundary_ulps) == value(0.0));
+  const TolerancePolicy bnb = load_tolerance_policy("bnb-cuda", LOWBIT_POLICY_DIR);
+  CHECK(value(bnb.boundary_ulps) == value(3.0));  // policies/bnb-cuda.json
   CHECK(bnb.allow_ties);
-  CHECK_THROWS_WITH_AS(load_tolerance_policy("no-such-policy"), doctest::Contains("no such file"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(load_tolerance_policy("no-such-policy", LOWBIT_POLICY_DIR),
+                       doctest::Contains("not among the shipped policies (no " LOWBIT_POLICY_DIR "/no-such-policy.json"),
+                       std::runtime_error);
+  CHECK_THROWS_WITH_AS(load_tolerance_policy("bnb-cuda", "/no/such/folder"),
+                       doctest::Contains("no /no/such/folder/bnb-cuda.json"), std::runtime_error);
+}
+
+TEST_CASE("a policy name is looked up only among the shipped policies; a file only when given as a path") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("lowbit_test_policy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(dir);
+  auto write = [](const fs::path& p, const std::string& text) { std::ofstream(p) << text; };
+  write("bnb-cuda", "not a policy");      // named like a shipped policy: must not replace it
+  write("bnb-cuda.json", "not a policy");  // nor this one
+  write("mine.json", R"({"name": "mine", "boundary_ulps": 1, "allow_ties": true})");
+
+  const TolerancePolicy shipped = load_tolerance_policy("bnb-cuda", LOWBIT_POLICY_DIR);
+  CHECK(shipped.name == "bnb-cuda");
+  CHECK(value(shipped.boundary_ulps) == value(3.0));
+  const TolerancePolicy by_extension = load_tolerance_policy("mine.json", LOWBIT_POLICY_DIR);
+  CHECK(by_extension.name == "mine");
+  CHECK(value(by_extension.boundary_ulps) == value(1.0));
+  CHECK(load_tolerance_policy((dir / "mine.json").string(), LOWBIT_POLICY_DIR).name == "mine");
+  CHECK_THROWS_WITH_AS(load_tolerance_policy("./bnb-cuda", LOWBIT_POLICY_DIR),
+                       doctest::Contains("./bnb-cuda: not a valid tolerance policy"), std::runtime_error);
+  CHECK_THROWS_WITH_AS(load_tolerance_policy("other.json", LOWBIT_POLICY_DIR),
+                       doctest::Contains("tolerance policy file other.json: no such file"), std::runtime_error);
+
+  fs::current_path(cwd);
+  fs::remove_all(dir);
 }

@@ -24,7 +24,7 @@ TEST_CASE("every golden case equals the reference bit for bit") {
     const Case expected = golden_case(e);  // refuses a file whose hash disagrees
     const FormatSpec* spec = find_format(expected.format());
     REQUIRE_MESSAGE(spec, "unregistered format " << expected.format());
-    const TolerancePolicy policy = load_tolerance_policy(spec->default_tolerance);
+    const TolerancePolicy policy = load_tolerance_policy(spec->default_tolerance, LOWBIT_POLICY_DIR);
     const ComparisonReport r = compare_cases(expected, run_reference(*spec, expected), policy);
     for (const TensorComparison& t : r.tensors) {
       CAPTURE(t.name);
@@ -61,7 +61,7 @@ TEST_CASE("library rounding needs both sides reproduced: a parameter no one-ulp 
   std::vector<float> p = actual.require("param.next").f32();
   for (int k = 0; k < 5; ++k) p[100] = std::nextafter(p[100], INFINITY);  // five ulps off: no sqrt rounding does that
   actual.add(Tensor::from_f32("param.next", actual.require("param.next").shape, p));
-  const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy("torch-cpu-eager"));
+  const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy("torch-cpu-eager", LOWBIT_POLICY_DIR));
   CHECK_FALSE(r.conformant);
   for (const TensorComparison& t : r.tensors)
     if (t.name == "param.next") CHECK(t.by_class[static_cast<std::size_t>(MismatchClass::Genuine)] >= 1);

@@ -8,13 +8,25 @@
 
 namespace lowbit {
 
-TolerancePolicy load_tolerance_policy(const std::string& name_or_path) {
+namespace {
+
+// A policy argument is a path only when it says so; otherwise it is a name, looked up only among
+// the shipped policies, so that a stray file in the working directory cannot replace one.
+bool names_a_file(const std::string& name_or_path) {
+  return name_or_path.find('/') != std::string::npos || std::filesystem::path(name_or_path).extension() == ".json";
+}
+
+}  // namespace
+
+TolerancePolicy load_tolerance_policy(const std::string& name_or_path, const std::filesystem::path& policy_dir) {
   if (name_or_path == "bit-exact") return {};
-  std::filesystem::path path(name_or_path);
-  if (!std::filesystem::exists(path)) path = std::filesystem::path(LOWBIT_POLICY_DIR) / (name_or_path + ".json");
-  if (!std::filesystem::exists(path))
-    throw std::runtime_error("tolerance policy '" + name_or_path + "': no such file, and no policy of that name in " +
-                             std::string(LOWBIT_POLICY_DIR));
+  const bool given_path = names_a_file(name_or_path);
+  const std::filesystem::path path = given_path ? std::filesystem::path(name_or_path) : policy_dir / (name_or_path + ".json");
+  if (!std::filesystem::is_regular_file(path)) {
+    if (given_path) throw std::runtime_error("tolerance policy file " + name_or_path + ": no such file");
+    throw std::runtime_error("tolerance policy '" + name_or_path + "': not among the shipped policies (no " +
+                             path.string() + "; a policy file is given by a path containing '/' or ending in .json)");
+  }
   const auto bytes = read_file_bytes(path.string());
   try {
     const auto j = nlohmann::json::parse(bytes.begin(), bytes.end());

@@ -5,6 +5,7 @@
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
 #include "report_output.hpp"
+#include "shipped_data.hpp"
 #include "subcommand.hpp"
 
 namespace lowbit::cli {
@@ -25,7 +26,7 @@ TolerancePolicy policy_for(const std::string& requested, const Case& expected) {
     name = spec ? spec->default_tolerance : "bit-exact";
   }
   try {
-    return load_tolerance_policy(name);
+    return load_tolerance_policy(name, shipped_policy_dir());
   } catch (const std::exception& e) {
     throw UsageError(e.what());
   }
@@ -70,7 +71,8 @@ Subcommand add_compare_command(CLI::App& parent) {
   cmd->add_option("EXPECTED", o->expected, "Expected case (safetensors), e.g. a golden file")->required();
   cmd->add_option("ACTUAL", o->actual, "Actual case (safetensors), e.g. a kernel's dumped outputs")->required();
   cmd->add_option("--policy", o->policy,
-                  "Tolerance policy: bit-exact, a name from policies/ (e.g. bnb-cuda), or a JSON file;\n"
+                  "Tolerance policy: bit-exact, a shipped policy's name (e.g. bnb-cuda; from " +
+                      shipped_policy_dir().string() + "),\nor a JSON file (a path containing '/' or ending in .json);\n"
                   "default: the format's own default (bit-exact for every reference format)");
   cmd->add_option("--max-listed", o->max_listed, "Mismatches listed per tensor")->capture_default_str();
   o->output.add_options(*cmd);

@@ -1,12 +1,14 @@
 // lowbit conform: the reference on every golden case's inputs, compared with the case's outputs.
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <map>
 
 #include "command.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
 #include "report_output.hpp"
+#include "shipped_data.hpp"
 #include "subcommand.hpp"
 
 namespace lowbit::cli {
@@ -14,7 +16,7 @@ namespace lowbit::cli {
 namespace {
 
 struct ConformOptions {
-  std::string golden = LOWBIT_GOLDEN_DIR;
+  std::string golden = shipped_golden_dir().string();  // the golden cases shipped with lowbit
   std::string format_glob = "*";
   ReportOutput output;
 };
@@ -26,6 +28,11 @@ struct FormatTally {
 
 int run_conform(ConformOptions o) {
   o.output.prepare();
+  // read_manifest takes a missing manifest for an empty one (golden generate starts from it); here
+  // it means the golden cases are not where they were looked for, which must not pass as "nothing to check".
+  const std::filesystem::path manifest_file = std::filesystem::path(o.golden) / "MANIFEST.json";
+  if (!std::filesystem::is_regular_file(manifest_file))
+    throw UsageError("no golden cases: " + manifest_file.string() + " does not exist (give --golden DIR)");
   const Manifest manifest = read_manifest(o.golden);
   const std::vector<const ManifestEntry*> selected = select_entries(manifest, o.format_glob);
   if (selected.empty()) {
@@ -43,7 +50,7 @@ int run_conform(ConformOptions o) {
     const FormatSpec* spec = find_format(expected.format());
     if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
     const Case actual = run_reference(*spec, expected);
-    const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance));
+    const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance, shipped_policy_dir()));
     FormatTally& t = by_format[spec->name];
     ++t.cases;
     t.conformant += r.conformant;

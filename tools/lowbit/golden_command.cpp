@@ -10,6 +10,7 @@
 #include "lowbit/generators.hpp"
 #include "lowbit/manifest.hpp"
 #include "lowbit/sha256.hpp"
+#include "shipped_data.hpp"
 #include "subcommand.hpp"
 
 namespace lowbit::cli {
@@ -233,7 +234,7 @@ Subcommand add_golden_command(CLI::App& parent) {
       ->capture_default_str();
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
-  auto dir = std::make_shared<std::string>(LOWBIT_GOLDEN_DIR);
+  auto dir = std::make_shared<std::string>(shipped_golden_dir().string());
   check->add_option("--golden", *dir, "Folder holding MANIFEST.json")->capture_default_str();
 
   return {golden, [g, dir, gen, check]() -> int {

@@ -1,7 +1,8 @@
 #pragma once
 // A tolerance policy is data: which classes of mismatch an operation may show and still conform.
-// Built in: "bit-exact". Others are JSON files in policies/ (docs/tolerance-policy.md), or any
-// JSON file named by path.
+// Built in: "bit-exact". Others are the shipped JSON files (policies/ in the source tree,
+// <prefix>/share/lowbit/policies installed; docs/tolerance-policy.md), or any JSON file named by path.
+#include <filesystem>
 #include <string>
 
 namespace lowbit {
@@ -17,8 +18,11 @@ struct TolerancePolicy {
   bool allow_library_rounding = false;
 };
 
-// "bit-exact", a name in the policy folder (LOWBIT_POLICY_DIR), or a path to a JSON file.
-// Throws std::runtime_error naming what was not found or not valid.
-TolerancePolicy load_tolerance_policy(const std::string& name_or_path);
+// "bit-exact"; a path to a JSON file when the argument looks like one (contains '/' or ends in
+// ".json"); else the name of a shipped policy, <policy_dir>/<name>.json, and nothing else (a file of
+// that name in the working directory is never read instead). The caller says where the shipped
+// policies are: the lowbit command finds them beside its binary, a library user passes its own.
+// Throws std::runtime_error naming what was looked for and where, or what is not valid.
+TolerancePolicy load_tolerance_policy(const std::string& name_or_path, const std::filesystem::path& policy_dir);
 
 }  // namespace lowbit

@@ -1,0 +1,13 @@
+#pragma once
+// What ships with the lowbit command, found relative to its own binary: <prefix>/share/lowbit when
+// installed (bin/lowbit -> ../share/lowbit), and the same relative place in the build tree, which
+// tools/lowbit/CMakeLists.txt lays out alike. No source path is compiled in, so an installed or
+// relocated tree finds its own policies and golden cases.
+#include <filesystem>
+
+namespace lowbit::cli {
+
+std::filesystem::path shipped_policy_dir();  // the tolerance policies, <data>/policies
+std::filesystem::path shipped_golden_dir();  // the golden cases with MANIFEST.json, <data>/golden
+
+}  // namespace lowbit::cli
