@@ -50,7 +50,8 @@ int run_conform(ConformOptions o) {
     const FormatSpec* spec = find_format(expected.format());
     if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
     const Case actual = run_reference(*spec, expected);
-    const ComparisonReport r = compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance, shipped_policy_dir()));
+    const ComparisonReport r =
+        compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance, shipped_policy_dir()));
     FormatTally& t = by_format[spec->name];
     ++t.cases;
     t.conformant += r.conformant;
