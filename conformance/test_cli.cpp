@@ -116,7 +116,7 @@ TEST_CASE("sweep of bf16 writes a conformant report; golden generate, check and 
   CHECK(conform.code == 0);
   CHECK(conform.output.find("fp8.e4m3fn.nan: 2 cases, 2 conformant") != std::string::npos);
   const Run none = lowbit_cli("conform --golden " + (dir / "g") + " --format 'torchao.*'");
-  CHECK(none.code == 0);
+  CHECK(none.code == 2);  // nothing to check is bad input, never a pass
   CHECK(none.output.find("nothing to check") != std::string::npos);
   // A folder without a manifest: an error naming what was looked for, never "nothing to check".
   const Run missing = lowbit_cli("conform --golden " + (dir / "empty"));
@@ -181,4 +181,28 @@ TEST_CASE("outputs never destroy inputs: a report over an input, a device, a lin
   CHECK(fs::is_character_file("/dev/null"));
   CHECK(fs::is_symlink(dir / "link.json"));
   CHECK(!fs::exists(dir / "elsewhere.json"));
+}
+
+TEST_CASE("names and metadata from a file are printed escaped; an unknown command is named; nothing to check is exit 2") {
+  TempDir dir;
+  Case evil;
+  evil.metadata = {{"format", "x\x1b[31mRED"}, {"note", "line1\nlowbit: error: forged"}};
+  evil.add(Tensor::from_bytes("a\nlowbit: forged", DType::U8, {1}, std::vector<std::uint8_t>{7}));
+  write_case(dir / "evil.safetensors", evil);
+  for (const std::string& args : {"inspect " + (dir / "evil.safetensors"),
+                                  "compare " + (dir / "evil.safetensors") + " " + (dir / "evil.safetensors")}) {
+    CAPTURE(args);
+    const Run run = lowbit_cli(args);
+    CHECK(run.code == 0);
+    CHECK(run.output.find('\x1b') == std::string::npos);
+    CHECK(run.output.find("\nlowbit: ") == std::string::npos);
+    CHECK(run.output.find("a\\nlowbit: forged") != std::string::npos);
+  }
+  const Run unknown = lowbit_cli("frobnicate");
+  CHECK(unknown.code == 2);
+  CHECK(unknown.output.rfind("lowbit: error: unknown command 'frobnicate' (commands: audit, compare,", 0) == 0);
+
+  const Run nothing = lowbit_cli("conform --format no.such.format");
+  CHECK(nothing.code == 2);
+  CHECK(nothing.output.find("matches format 'no.such.format'") != std::string::npos);
 }

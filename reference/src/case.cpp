@@ -10,6 +10,7 @@
 
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/float_bits.hpp"
+#include "lowbit/utf8.hpp"
 
 static_assert(std::endian::native == std::endian::little, "case files are little-endian; so is every host here");
 
@@ -93,22 +94,12 @@ class HeaderScan : public nlohmann::json::json_sax_t {
 
 // The official reader takes the header as UTF-8 text (Rust's str::from_utf8) before any JSON:
 // refuse a NUL byte (nlohmann would stop reading there and accept what follows unseen) and any
-// byte sequence that is not well-formed UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF).
+// byte sequence that is not well-formed UTF-8.
 std::optional<std::string> header_text_fault(std::string_view h) {
   for (std::size_t i = 0; i < h.size();) {
-    const auto b = static_cast<unsigned char>(h[i]);
-    if (b == 0) return "header holds a NUL byte at offset " + std::to_string(i);
-    std::size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
-    bool ok = len != 0 && i + len <= h.size();
-    std::uint32_t cp = len == 1 ? b : len == 2 ? b & 0x1F : len == 3 ? b & 0x0F : b & 0x07;
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      const auto c = static_cast<unsigned char>(h[i + k]);
-      ok = (c >> 6) == 0x2;
-      cp = (cp << 6) | (c & 0x3F);
-    }
-    constexpr std::uint32_t kMinForLength[] = {0, 0, 0x80, 0x800, 0x10000};
-    ok = ok && cp >= kMinForLength[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    if (!ok) return "header is not valid UTF-8 at offset " + std::to_string(i);
+    if (h[i] == '\0') return "header holds a NUL byte at offset " + std::to_string(i);
+    const std::size_t len = utf8_sequence_length(h, i);
+    if (len == 0) return "header is not valid UTF-8 at offset " + std::to_string(i);
     i += len;
   }
   return std::nullopt;

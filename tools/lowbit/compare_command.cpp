@@ -4,6 +4,7 @@
 #include "command.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
@@ -33,14 +34,15 @@ TolerancePolicy policy_for(const std::string& requested, const Case& expected) {
 }
 
 void print_summary(const ComparisonReport& r) {
-  fmt::print("{}: {} vs {}, format {}, policy {}\n", r.conformant ? "conformant" : "NOT conformant", r.expected_origin,
-             r.actual_origin, r.format.empty() ? "(none)" : r.format, r.policy.name);
+  fmt::print("{}: {} vs {}, format {}, policy {}\n", r.conformant ? "conformant" : "NOT conformant",
+             printable(r.expected_origin), printable(r.actual_origin), r.format.empty() ? "(none)" : printable(r.format),
+             printable(r.policy.name));
   for (const TensorComparison& t : r.tensors) {
     if (!t.fault.empty()) {
-      fmt::print("  {}: {}\n", t.name, t.fault);
+      fmt::print("  {}: {}\n", printable(t.name), printable(t.fault));
       continue;
     }
-    fmt::print("  {}: {} elements, {} mismatches ({} allowed)\n", t.name, t.elements, t.mismatches, t.allowed);
+    fmt::print("  {}: {} elements, {} mismatches ({} allowed)\n", printable(t.name), t.elements, t.mismatches, t.allowed);
     for (const MismatchRecord& m : t.first_mismatches)
       fmt::print("    [{}] block {}: expected 0x{:x} ({:.9g}) actual 0x{:x} ({:.9g}), {}{}\n", m.index, m.block,
                  m.expected_bits, m.expected_value, m.actual_bits, m.actual_value, mismatch_class_name(m.why.cls),

@@ -36,9 +36,8 @@ int run_conform(ConformOptions o) {
   const Manifest manifest = read_manifest(o.golden);
   const std::vector<const ManifestEntry*> selected = select_entries(manifest, o.format_glob);
   if (selected.empty()) {
-    fmt::print("no golden cases in {} match format '{}' ({} listed in its MANIFEST.json): nothing to check\n",
-               o.golden, o.format_glob, manifest.files.size());
-    return kConformant;
+    throw UsageError(fmt::format("no golden case in {} matches format '{}' ({} listed in its MANIFEST.json): nothing to check",
+                                 o.golden, o.format_glob, manifest.files.size()));
   }
 
   nlohmann::json cases = nlohmann::json::array();

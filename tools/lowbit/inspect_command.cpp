@@ -9,6 +9,7 @@
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
 #include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
 #include "lowbit/sha256.hpp"
 #include "subcommand.hpp"
 
@@ -68,11 +69,11 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 
 int run_inspect(const std::string& path) {
   const Case c = read_case_guarded(path);
-  fmt::print("{}\n", path);
-  for (const auto& [k, v] : c.metadata) fmt::print("  {}: {}\n", k, v);
+  fmt::print("{}\n", printable(path));
+  for (const auto& [k, v] : c.metadata) fmt::print("  {}: {}\n", printable(k), printable(v));
   fmt::print("tensors:\n");
   for (const Tensor& t : c.tensors) {
-    fmt::print("  {:<16} {:<8} {:<14} sha256 {}\n", t.name, dtype_name(t.dtype), shape_text(t.shape), sha256_hex(t.bytes));
+    fmt::print("  {:<16} {:<8} {:<14} sha256 {}\n", printable(t.name), dtype_name(t.dtype), shape_text(t.shape), sha256_hex(t.bytes));
     const bool numeric = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 ||
                          t.dtype == DType::F8_E4M3 || t.dtype == DType::F8_E5M2;
     if (numeric) fmt::print("  {:<16} {}\n", "", describe(summarize(as_floats(t))));

@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "lowbit/atomic_file.hpp"
+#include "lowbit/printable.hpp"
 #include "subcommand.hpp"
 
 int main(int argc, char** argv) {
@@ -28,7 +29,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "lowbit: error: {} (see --help)\n", e.what());
+    // CLI11 answers an unknown command with "A subcommand is required": name it instead.
+    if (argc > 1 && argv[1][0] != '-' && app.get_subcommands().empty()) {
+      std::string known;
+      for (const Subcommand& s : subcommands) known += (known.empty() ? "" : ", ") + s.app->get_name();
+      fmt::print(stderr, "lowbit: error: unknown command '{}' (commands: {}; see --help)\n", lowbit::printable(argv[1]),
+                 known);
+      return kBadInput;
+    }
+    fmt::print(stderr, "lowbit: error: {} (see --help)\n", lowbit::printable(e.what()));
     return kBadInput;
   }
 
@@ -37,10 +46,10 @@ int main(int argc, char** argv) {
     for (const Subcommand& s : subcommands)
       if (s.app->parsed()) return s.run();
   } catch (const UsageError& e) {
-    fmt::print(stderr, "lowbit: error: {}\n", e.what());
+    fmt::print(stderr, "lowbit: error: {}\n", lowbit::printable(e.what()));
     return kBadInput;
   } catch (const std::exception& e) {  // unreadable or unwritable files, malformed inputs
-    fmt::print(stderr, "lowbit: error: {}\n", e.what());
+    fmt::print(stderr, "lowbit: error: {}\n", lowbit::printable(e.what()));
     return kBadInput;
   }
   fmt::print(stderr, "lowbit: error: no command given (see --help)\n");

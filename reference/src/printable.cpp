@@ -1,0 +1,34 @@
+#include "lowbit/printable.hpp"
+
+#include <fmt/format.h>
+
+#include "lowbit/utf8.hpp"
+
+namespace lowbit {
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b >= 0x20 && b < 0x7F) {
+      out += text[i++];
+    } else if (b == '\n') {
+      out += "\\n", ++i;
+    } else if (b == '\t') {
+      out += "\\t", ++i;
+    } else if (b == '\r') {
+      out += "\\r", ++i;
+    } else if (const std::size_t len = b >= 0x80 ? utf8_sequence_length(text, i) : 0;
+               len != 0 && !(b == 0xC2 && static_cast<unsigned char>(text[i + 1]) < 0xA0)) {  // C1 controls escaped too
+      out.append(text.substr(i, len));
+      i += len;
+    } else {
+      out += fmt::format("\\x{:02X}", b);
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace lowbit
