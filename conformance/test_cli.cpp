@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
@@ -205,4 +206,14 @@ TEST_CASE("names and metadata from a file are printed escaped; an unknown comman
   const Run nothing = lowbit_cli("conform --format no.such.format");
   CHECK(nothing.code == 2);
   CHECK(nothing.output.find("matches format 'no.such.format'") != std::string::npos);
+}
+
+TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the error") {
+  for (const char* bad : {"0", "-3", "1.5", "65536", "x"}) {
+    CAPTURE(bad);
+    const Run run = lowbit_cli(std::string("sweep fp8 --format e4m3fn --policy satfinite --from bf16 --threads ") + bad);
+    CHECK(run.code == 2);
+    CHECK(run.output.find("--threads") != std::string::npos);
+    CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
+  }
 }

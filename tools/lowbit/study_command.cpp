@@ -11,6 +11,7 @@
 #include "lowbit/coat_study.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -20,7 +21,7 @@ struct StudyOptions {
   std::uint64_t groups = 1000;
   std::uint64_t seed = 1;
   int expand_min = 16;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = default_threads();
   ReportOutput output;
 };
 
@@ -66,7 +67,6 @@ std::string to_markdown(const StudyOptions& o, const std::vector<coat::StudyRow>
 }
 
 int run_study(StudyOptions o) {
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   if (o.groups < 1) throw UsageError("--groups must be at least 1");
   if (o.expand_min < 1) throw UsageError("--expand-min must be at least 1");
   o.output.prepare();
@@ -96,7 +96,7 @@ Subcommand add_study_command(CLI::App& parent) {
   cmd->add_option("--seed", o->seed, "Seed of the group draws")->capture_default_str();
   cmd->add_option("--expand-min", o->expand_min, "expand_min (k is floored to a multiple of 1/expand_min)")
       ->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")->capture_default_str();
+  add_threads_option(*cmd, o->threads);
   o->output.add_options(*cmd);
   return {study, [o] { return run_study(*o); }};
 }

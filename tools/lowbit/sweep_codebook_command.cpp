@@ -13,6 +13,7 @@
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -24,7 +25,7 @@ using codebook::search_name;
 struct CodebookSweepOptions {
   std::string qmap = "signed8";
   std::string linspace = "fma";
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = default_threads();
   ReportOutput output;
   bool quiet = false;
 };
@@ -86,7 +87,6 @@ std::string to_markdown(const CodebookSweepOptions& o, const codebook::SearchSwe
 }
 
 int run_sweep_codebook(CodebookSweepOptions o) {
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   o.output.prepare();
   const auto variant = o.linspace == "fma" ? codebook::Linspace::Fma : codebook::Linspace::NoFma;
   codebook::SearchSweepConfig cfg;
@@ -119,7 +119,7 @@ Subcommand add_sweep_codebook_command(CLI::App& sweep) {
   cmd->add_option("--linspace", o->linspace, "fma (x86 AVX2/AVX-512, aarch64 builds of torch) or nofma")
       ->capture_default_str()
       ->check(CLI::IsMember({"fma", "nofma"}));
-  cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")->capture_default_str();
+  add_threads_option(*cmd, o->threads);
   o->output.add_options(*cmd);
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   return {cmd, [o] { return run_sweep_codebook(*o); }};

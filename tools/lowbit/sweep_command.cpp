@@ -8,6 +8,7 @@
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 #include "sweep_report.hpp"
 
 namespace lowbit::cli {
@@ -21,13 +22,12 @@ struct SweepOptions {
   std::string rounding = "nearest";
   std::string nan_encoding;  // empty: the policy's usual implementation
   std::uint64_t seed = 1;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = default_threads();
   ReportOutput output;
   bool quiet = false;
 };
 
 int run_sweep_fp8(const SweepOptions& o) {
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   ReportOutput output = o.output;
   output.prepare();  // fail before the work, not after
 
@@ -103,8 +103,7 @@ Subcommand add_sweep_fp8_command(CLI::App& sweep) {
                       "NaN output: torch (0x7F|sign), cuda (0x7F, sign dropped), ml_dtypes (quiet NaN|sign);\n"
                       "default: cuda with satfinite, torch otherwise")
       ->check(CLI::IsMember({"torch", "cuda", "ml_dtypes"}));
-  fp8_cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")
-      ->capture_default_str();
+  add_threads_option(*fp8_cmd, o->threads);
   o->output.add_options(*fp8_cmd);
   fp8_cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   return {fp8_cmd, [o] { return run_sweep_fp8(*o); }};

@@ -1,0 +1,13 @@
+#pragma once
+// The --threads option every parallel command takes: a whole number from 1 to a bound set by the
+// hardware (beyond a few threads per core nothing runs faster, and tens of thousands of threads
+// exhaust the OpenMP runtime instead of failing cleanly). The default is one thread per core.
+#include <CLI/CLI.hpp>
+
+namespace lowbit::cli {
+
+int default_threads();
+int max_threads();  // 4 per core, at least 8
+CLI::Option* add_threads_option(CLI::App& app, int& threads);
+
+}  // namespace lowbit::cli
