@@ -7,6 +7,10 @@
 #include <fstream>
 #include <string>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "bits_printer.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/formats.hpp"
@@ -98,18 +102,25 @@ TEST_CASE("a tie, a near-boundary difference and a genuine one are told apart") 
   CHECK(r3.conformant);
 }
 
-TEST_CASE("worst block and block index use the case's block size") {
+TEST_CASE("a tensor its format does not block is one block, the whole tensor") {
+  // an element-wise cast has no blocks: every mismatch is in block 0 and the block is the tensor
   std::vector<float> x(600, 3.0f);
-  Case e = reference_case(x);
-  e.metadata["params"] = R"({"nan_encoding":"cuda","block_size":256})";
-  Case a = with_code(with_code(with_code(e, 10, 0x45), 300, 0x45), 301, 0x43);  // 3.0 is 0x44
+  const Case e = reference_case(x);
+  const Case a = with_code(with_code(with_code(e, 10, 0x45), 300, 0x45), 301, 0x43);  // 3.0 is 0x44
   const ComparisonReport r = compare_cases(e, a, TolerancePolicy{});
   const TensorComparison& codes = tensor(r, "codes");
-  CHECK(codes.block_size == 256);
-  CHECK(codes.worst_block.index == 1);
-  CHECK(codes.worst_block.mismatches == 2);
-  CHECK(codes.worst_block.max_code_distance == 1);
-  CHECK(codes.first_mismatches[1].block == 1);
+  CHECK(codes.block_size == 600);
+  CHECK(codes.worst_block.index == 0);
+  CHECK(codes.worst_block.mismatches == 3);
+  CHECK(codes.first_mismatches[1].block == 0);
+}
+
+TEST_CASE("a case whose params its format does not know is refused, naming the file") {
+  Case e = reference_case({1.0f});
+  e.metadata["params"] = R"({"nan_encoding":"cuda","block_size":256})";
+  CHECK_THROWS_WITH_AS(compare_cases(e, e, TolerancePolicy{}),
+                       doctest::Contains("expected.safetensors: format fp8.e4m3fn.satfinite has no parameter 'block_size'"),
+                       CaseError);
 }
 
 TEST_CASE("a missing tensor or another dtype is a fault, not a pass") {
@@ -179,4 +190,307 @@ TEST_CASE("a policy name is looked up only among the shipped policies; a file on
 
   fs::current_path(cwd);
   fs::remove_all(dir);
+}
+
+// ---- layouts: which block (and which scale entry) each element belongs to --------------------------
+
+namespace {
+
+// Flips the lowest bit of element i (the element differs, nothing else does).
+void flip(Case& c, const std::string& tensor, std::size_t i) {
+  Tensor* t = c.find(tensor);
+  REQUIRE(t != nullptr);
+  REQUIRE(i < t->element_count());
+  t->bytes[i * dtype_size(t->dtype)] ^= 1;
+}
+
+// A reference case of `format` with params over a 2-D input of m x n varied values.
+Case coat_act_case(const std::string& format, std::int64_t m, std::int64_t n, const std::string& params) {
+  std::vector<float> x(static_cast<std::size_t>(m * n));
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::ldexp(static_cast<float>(static_cast<int>((i * 37) % 101) - 50), -3);
+  Case in;
+  in.metadata = {{"format", format}, {"params", params}};
+  in.add(Tensor::from_f32("input", {m, n}, x));
+  Case c = run_reference(*find_format(format), in);
+  c.origin = "expected.safetensors";
+  return c;
+}
+
+// Every mismatch of the tensor: its index, block and class, in index order.
+struct Seen {
+  std::size_t index, block;
+  MismatchClass cls;
+};
+std::vector<Seen> mismatches_of(const ComparisonReport& r, const std::string& name) {
+  std::vector<Seen> v;
+  const TensorComparison& t = tensor(r, name);
+  REQUIRE(t.first_mismatches.size() == t.mismatches);  // all listed
+  for (const MismatchRecord& m : t.first_mismatches) v.push_back({m.index, m.block, m.why.cls});
+  return v;
+}
+
+std::uint64_t count(const TensorComparison& t, MismatchClass c) { return t.by_class[static_cast<std::size_t>(c)]; }
+
+// Checks that the tensor's mismatches are exactly `indices`, all in block `block` with class `cls`.
+void check_mismatches(const ComparisonReport& r, const std::string& name, const std::vector<std::size_t>& indices,
+                      std::size_t block, MismatchClass cls) {
+  CAPTURE(name);
+  const std::vector<Seen> seen = mismatches_of(r, name);
+  REQUIRE(seen.size() == indices.size());
+  for (std::size_t k = 0; k < seen.size(); ++k) {
+    CAPTURE(k);
+    CHECK(seen[k].index == indices[k]);
+    CHECK(seen[k].block == block);
+    CHECK(seen[k].cls == cls);
+  }
+  const TensorComparison& t = tensor(r, name);
+  CHECK(count(t, cls) == indices.size());
+  CHECK(t.worst_block.index == block);
+  CHECK(t.worst_block.mismatches == indices.size());
+}
+
+void check_identical(const ComparisonReport& r, const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    CAPTURE(name);
+    CHECK(tensor(r, name).mismatches == 0);
+  }
+}
+
+// The row-major indices of rows [r0, r1) x columns [c0, c1) of a matrix with `columns` columns.
+std::vector<std::size_t> rectangle(std::size_t r0, std::size_t r1, std::size_t c0, std::size_t c1, std::size_t columns) {
+  std::vector<std::size_t> v;
+  for (std::size_t r = r0; r < r1; ++r)
+    for (std::size_t c = c0; c < c1; ++c) v.push_back(r * columns + c);
+  return v;
+}
+
+constexpr std::size_t kAll = 100000;  // list every mismatch
+
+}  // namespace
+
+TEST_CASE("coat.act.perblock: a changed 16x16 tile's codes are scale-propagated, its scale is the tile's block") {
+  // 32 x 48 input, QB = 16: a 2 x 3 grid of tiles, scale 2 x 3; tile (1, 2) is scale element 1*3 + 2 = 5
+  // and holds rows 16..31, columns 32..47.
+  const Case e = coat_act_case("coat.act.perblock", 32, 48, R"({"group_size":16})");
+  REQUIRE(e.require("scale").shape == std::vector<std::int64_t>{2, 3});
+  Case a = e;
+  a.origin = "actual.safetensors";
+  const std::vector<std::size_t> tile = rectangle(16, 32, 32, 48, 48);
+  REQUIRE(tile.size() == 256);
+  flip(a, "scale", 5);
+  for (std::size_t i : tile) flip(a, "codes", i);
+
+  SUBCASE("only the tile differs") {
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    check_mismatches(r, "codes", tile, 5, MismatchClass::ScalePropagated);
+    check_mismatches(r, "scale", {5}, 5, MismatchClass::Genuine);
+    check_identical(r, {"input"});
+    CHECK(tensor(r, "codes").block_size == 256);
+    CHECK(tensor(r, "scale").block_size == 1);
+  }
+  SUBCASE("a code of another tile whose scale agrees is genuine") {
+    // row 1, column 32 is index 80: tile (0, 2) = block 2 (in blocks of 16 it would be block 5)
+    flip(a, "codes", 80);
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    const std::vector<Seen> seen = mismatches_of(r, "codes");
+    REQUIRE(seen.size() == 257);
+    CHECK(seen[0].index == 80);
+    CHECK(seen[0].block == 2);
+    CHECK(seen[0].cls == MismatchClass::Genuine);
+    CHECK(count(tensor(r, "codes"), MismatchClass::ScalePropagated) == 256);
+    CHECK(tensor(r, "codes").worst_block.index == 5);
+  }
+}
+
+TEST_CASE("coat.act.pergroup: a changed 1x16 row group's codes are scale-propagated, its scale is the group's block") {
+  // 32 x 64 input, QB = 16: scale 32 x 4; row 5's group 2 is scale element 5*4 + 2 = 22, columns 32..47
+  const Case e = coat_act_case("coat.act.pergroup", 32, 64, R"({"group_size":16})");
+  REQUIRE(e.require("scale").shape == std::vector<std::int64_t>{32, 4});
+  Case a = e;
+  a.origin = "actual.safetensors";
+  const std::vector<std::size_t> group = rectangle(5, 6, 32, 48, 64);
+  flip(a, "scale", 22);
+  for (std::size_t i : group) flip(a, "codes", i);
+  const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+  check_mismatches(r, "codes", group, 22, MismatchClass::ScalePropagated);
+  check_mismatches(r, "scale", {22}, 22, MismatchClass::Genuine);
+  check_identical(r, {"input"});
+}
+
+TEST_CASE("coat.act.pergroup.transposed: codes_t's groups run along M and belong to scale_t") {
+  // 32 x 16 input, QB = 16: codes 32 x 16 with scale 32 x 1; codes_t 16 x 32 with scale_t 16 x 2.
+  // codes_t's row 3, group 1 is scale_t element 3*2 + 1 = 7, codes_t columns 16..31.
+  const Case e = coat_act_case("coat.act.pergroup.transposed", 32, 16, R"({"group_size":16})");
+  REQUIRE(e.require("scale_t").shape == std::vector<std::int64_t>{16, 2});
+  Case a = e;
+  a.origin = "actual.safetensors";
+  const std::vector<std::size_t> group = rectangle(3, 4, 16, 32, 32);
+  flip(a, "scale_t", 7);
+  for (std::size_t i : group) flip(a, "codes_t", i);
+  SUBCASE("only the group differs") {
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    check_mismatches(r, "codes_t", group, 7, MismatchClass::ScalePropagated);
+    check_mismatches(r, "scale_t", {7}, 7, MismatchClass::Genuine);
+    check_identical(r, {"input", "codes", "scale"});
+  }
+  SUBCASE("scale_t does not explain codes, nor scale codes_t") {
+    // codes (32 x 16) element 7*16 = 112 is row 7's only group: scale element 7, which agrees
+    flip(a, "codes", 112);
+    flip(a, "scale", 3);
+    flip(a, "codes_t", 0);  // codes_t row 0, group 0: scale_t element 0, which agrees
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    check_mismatches(r, "codes", {112}, 7, MismatchClass::Genuine);
+    check_mismatches(r, "scale", {3}, 3, MismatchClass::Genuine);
+    const std::vector<Seen> t = mismatches_of(r, "codes_t");
+    REQUIRE(t.size() == 17);
+    CHECK(t[0].index == 0);
+    CHECK(t[0].block == 0);
+    CHECK(t[0].cls == MismatchClass::Genuine);
+  }
+}
+
+namespace {
+
+// A reference step of an optimizer format from its fresh state, with a varied gradient.
+Case optimizer_case(const std::string& format, std::size_t n) {
+  const FormatSpec& f = *find_format(format);
+  std::vector<float> param(n);
+  for (std::size_t i = 0; i < n; ++i) param[i] = std::ldexp(static_cast<float>(static_cast<int>(i % 29) - 14), -4);
+  Case in = f.fresh_state(param, f.default_params);
+  std::vector<float> grad(n);
+  for (std::size_t i = 0; i < n; ++i) grad[i] = std::ldexp(static_cast<float>(static_cast<int>((i * 7) % 13) - 6), -10);
+  in.add(Tensor::from_f32("grad", {static_cast<std::int64_t>(n)}, grad));
+  in.metadata = {{"format", format}, {"params", "{}"}};
+  Case c = run_reference(f, in);
+  c.origin = "expected.safetensors";
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("bnb.adam8bit.cpu: each state's codes belong to blocks of 256 of its own scale, the last one partial") {
+  // 600 elements: blocks 0..255, 256..511 and 512..599
+  const Case e = optimizer_case("bnb.adam8bit.cpu", 600);
+  REQUIRE(e.require("exp_avg.scale.next").element_count() == 3);
+  Case a = e;
+  a.origin = "actual.safetensors";
+  flip(a, "exp_avg.scale.next", 2);
+  flip(a, "exp_avg.codes.next", 512);
+  flip(a, "exp_avg.codes.next", 599);
+  flip(a, "exp_avg_sq.scale.next", 0);
+  flip(a, "exp_avg_sq.codes.next", 3);
+  flip(a, "exp_avg_sq.codes.next", 255);
+  SUBCASE("each changed block's codes are scale-propagated") {
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    check_mismatches(r, "exp_avg.codes.next", {512, 599}, 2, MismatchClass::ScalePropagated);
+    check_mismatches(r, "exp_avg.scale.next", {2}, 2, MismatchClass::Genuine);
+    check_mismatches(r, "exp_avg_sq.codes.next", {3, 255}, 0, MismatchClass::ScalePropagated);
+    check_mismatches(r, "exp_avg_sq.scale.next", {0}, 0, MismatchClass::Genuine);
+    check_identical(r, {"param.next", "param", "exp_avg.codes", "exp_avg.scale", "exp_avg_sq.codes", "exp_avg_sq.scale"});
+    CHECK(tensor(r, "exp_avg.codes.next").block_size == 256);
+  }
+  SUBCASE("the other state's scale explains nothing") {
+    // block 1 of exp_avg_sq's scale differs; exp_avg's code 300 lies in block 1 of exp_avg's scale, which agrees
+    flip(a, "exp_avg_sq.scale.next", 1);
+    flip(a, "exp_avg.codes.next", 300);
+    const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+    const std::vector<Seen> m = mismatches_of(r, "exp_avg.codes.next");
+    REQUIRE(m.size() == 3);
+    CHECK(m[0].index == 300);
+    CHECK(m[0].block == 1);
+    CHECK(m[0].cls == MismatchClass::Genuine);
+    CHECK(m[1].cls == MismatchClass::ScalePropagated);
+    CHECK(m[2].cls == MismatchClass::ScalePropagated);
+    CHECK(tensor(r, "exp_avg.codes.next").worst_block.index == 2);
+    const std::vector<Seen> s = mismatches_of(r, "exp_avg_sq.scale.next");
+    REQUIRE(s.size() == 2);
+    CHECK(s[1].index == 1);
+    CHECK(s[1].block == 1);
+  }
+}
+
+TEST_CASE("coat.optim.expand.e4m3: a group's codes belong to its scale, expand and centre entries") {
+  // 300 elements: groups 0..127, 128..255 and 256..299
+  const Case e = optimizer_case("coat.optim.expand.e4m3", 300);
+  REQUIRE(e.require("exp_avg.expand.next").element_count() == 3);
+  Case a = e;
+  a.origin = "actual.safetensors";
+  flip(a, "exp_avg.expand.next", 1);  // only the expansion exponent of exp_avg's group 1
+  flip(a, "exp_avg.codes.next", 128);
+  flip(a, "exp_avg.codes.next", 255);
+  flip(a, "exp_avg_sq.centre.next", 2);  // only the centre of exp_avg_sq's tail group
+  flip(a, "exp_avg_sq.codes.next", 299);
+  const ComparisonReport r = compare_cases(e, a, TolerancePolicy{}, kAll);
+  check_mismatches(r, "exp_avg.codes.next", {128, 255}, 1, MismatchClass::ScalePropagated);
+  check_mismatches(r, "exp_avg.expand.next", {1}, 1, MismatchClass::Genuine);
+  check_mismatches(r, "exp_avg_sq.codes.next", {299}, 2, MismatchClass::ScalePropagated);
+  check_mismatches(r, "exp_avg_sq.centre.next", {2}, 2, MismatchClass::Genuine);
+  check_identical(r, {"param.next", "exp_avg.scale.next", "exp_avg.centre.next", "exp_avg_sq.scale.next",
+                      "exp_avg_sq.expand.next"});
+}
+
+TEST_CASE("a per-block tensor whose size disagrees with the layout is refused, naming the file") {
+  Case e = coat_act_case("coat.act.pergroup", 32, 64, R"({"group_size":16})");
+  e.add(Tensor::from_f32("scale", {32, 2}, std::vector<float>(64, 1.0f)));  // 128 groups need 128 entries
+  CHECK_THROWS_WITH_AS(compare_cases(e, e, TolerancePolicy{}),
+                       doctest::Contains("expected.safetensors: tensor 'scale' has 64 elements, but 'codes' has 128 blocks"),
+                       CaseError);
+}
+
+TEST_CASE("layouts resolve to block indices by hand") {
+  const nlohmann::json p = {{"block_size", 256}, {"group_size", 16}, {"whole", -1}, {"odd", 3}};
+  SUBCASE("1-D blocks with a partial tail") {
+    const BlockMap m = resolve_layout(blocks(param_extent("block_size"), {"scale"}), {600}, p);
+    CHECK(m.blocks == 3);
+    CHECK(m.block_elements() == 256);
+    CHECK(m.block_of(255) == 0);
+    CHECK(m.block_of(256) == 1);
+    CHECK(m.block_of(599) == 2);
+  }
+  SUBCASE("1-D blocks over a 2-D tensor run over the flattened elements") {
+    const BlockMap m = resolve_layout(blocks(elements(4), {}), {3, 5}, p);  // 15 elements: 4 blocks
+    CHECK(m.blocks == 4);
+    CHECK(m.block_of(7) == 1);
+    CHECK(m.block_of(14) == 3);
+  }
+  SUBCASE("row groups") {
+    const BlockMap m = resolve_layout(row_groups(param_extent("group_size"), {}), {32, 64}, p);
+    CHECK(m.blocks == 128);
+    CHECK(m.block_of(5 * 64 + 32) == 22);
+    CHECK(m.block_of(5 * 64 + 63) == 23);
+  }
+  SUBCASE("tiles, row-major over the grid") {
+    const BlockMap m = resolve_layout(tiles(param_extent("group_size"), param_extent("group_size"), {}), {32, 48}, p);
+    CHECK(m.blocks == 6);
+    CHECK(m.block_elements() == 256);
+    CHECK(m.block_of(1 * 48 + 32) == 2);
+    CHECK(m.block_of(16 * 48 + 0) == 3);
+    CHECK(m.block_of(31 * 48 + 47) == 5);
+    CHECK(m.description == "16x16 tiles");
+  }
+  SUBCASE("-1 is the whole axis") {
+    const BlockMap m = resolve_layout(tiles(elements(1), param_extent("whole"), {}), {4, 6}, p);
+    CHECK(m.blocks == 4);
+    CHECK(m.block_of(2 * 6 + 5) == 2);
+  }
+  SUBCASE("one block per tensor, one element per block") {
+    CHECK(resolve_layout(per_tensor({"scale"}), {4, 4}, p).blocks == 1);
+    CHECK(resolve_layout(per_tensor({"scale"}), {4, 4}, p).block_of(15) == 0);
+    CHECK(resolve_layout(Layout{}, {7}, p).block_elements() == 7);
+    const BlockMap entries = resolve_layout(block_entries(), {2, 3}, p);
+    CHECK(entries.blocks == 6);
+    CHECK(entries.block_of(5) == 5);
+  }
+  SUBCASE("packed codes: two a byte") {
+    const BlockMap m = resolve_layout(blocks(param_extent("block_size", 2), {}), {1024}, p);
+    CHECK(m.blocks == 8);
+    CHECK(m.block_of(127) == 0);
+    CHECK(m.block_of(128) == 1);
+  }
+  SUBCASE("bad parameters name themselves") {
+    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("nope"), {}), {4}, p), doctest::Contains("'nope'"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("odd", 2), {}), {4}, p), doctest::Contains("'odd'"),
+                         std::invalid_argument);
+  }
 }

@@ -11,14 +11,6 @@ namespace lowbit {
 namespace {
 
 constexpr std::uint64_t kNoDistance = std::numeric_limits<std::uint64_t>::max();  // a NaN is involved
-constexpr std::size_t kDefaultBlock = 256;  // report granularity when a case names no block size
-
-std::size_t block_size_of(const nlohmann::json& params) {
-  for (const char* key : {"block_size", "group_size"})
-    if (params.contains(key) && params[key].is_number_integer() && params[key].get<std::int64_t>() > 0)
-      return static_cast<std::size_t>(params[key].get<std::int64_t>());
-  return kDefaultBlock;
-}
 
 bool is_fp8(DType d) { return d == DType::F8_E4M3 || d == DType::F8_E5M2; }
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
@@ -71,16 +63,45 @@ bool allowed_by(const TolerancePolicy& p, const Explanation& why) {
   return false;
 }
 
-// For each block, whether the scale tensors disagree there (then the block's codes may differ
-// only as a consequence).
-std::vector<bool> scale_differs_by_block(const FormatSpec* spec, const Case& expected, const Case& actual) {
-  if (!spec || spec->scale_tensor.empty()) return {};
-  const Tensor* e = expected.find(spec->scale_tensor);
-  const Tensor* a = actual.find(spec->scale_tensor);
-  if (!e || !a || e->dtype != a->dtype || e->bytes.size() != a->bytes.size()) return {};
-  std::vector<bool> differs(e->element_count());
-  for (std::size_t b = 0; b < differs.size(); ++b) differs[b] = e->bits_at(b) != a->bits_at(b);
+// For each block of `blocks`, whether an entry of the layout's per-block tensors (scale, expand,
+// centre) differs there, so that the block's elements may differ only as a consequence. Empty when
+// there is nothing to tell (no per-block tensors, or the actual ones are not comparable).
+std::vector<bool> entries_differ(const Layout& layout, const BlockMap& blocks, const std::string& tensor,
+                                 const Case& expected, const Case& actual) {
+  std::vector<bool> differs;
+  for (const std::string& name : layout.scales) {
+    const Tensor* e = expected.find(name);
+    const Tensor* a = actual.find(name);
+    if (!e || !a || e->dtype != a->dtype || e->shape != a->shape) continue;
+    if (e->element_count() != blocks.blocks)
+      throw CaseError(expected.origin + ": tensor '" + name + "' has " + std::to_string(e->element_count()) +
+                      " elements, but '" + tensor + "' has " + std::to_string(blocks.blocks) + " blocks (" +
+                      blocks.description + ")");
+    differs.resize(blocks.blocks);
+    for (std::size_t b = 0; b < blocks.blocks; ++b)
+      if (e->bits_at(b) != a->bits_at(b)) differs[b] = true;
+  }
   return differs;
+}
+
+// The expected case's params over its format's defaults; a fault names the file.
+nlohmann::json params_of(const FormatSpec* spec, const Case& expected) {
+  if (!spec) return nlohmann::json::object();
+  const nlohmann::json given = expected.params();
+  try {
+    return resolve_params(*spec, given);
+  } catch (const std::runtime_error& e) {
+    throw CaseError(expected.origin + ": " + e.what());
+  }
+}
+
+// The blocks of an expected tensor under its declared layout (one block when undeclared).
+BlockMap blocks_of(const TensorSpec* decl, const Tensor& t, const nlohmann::json& params, const Case& expected) {
+  try {
+    return resolve_layout(decl ? decl->layout : Layout{}, t.shape, params);
+  } catch (const std::invalid_argument& e) {
+    throw CaseError(expected.origin + ": format " + expected.format() + ", tensor '" + t.name + "': " + e.what());
+  }
 }
 
 }  // namespace
@@ -93,16 +114,18 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
   r.format = expected.format();
   r.policy = policy;
   const FormatSpec* spec = find_format(r.format);
-  const std::size_t block_size = block_size_of(expected.params());
-  const std::vector<bool> scale_differs = scale_differs_by_block(spec, expected, actual);
+  const nlohmann::json params = params_of(spec, expected);
 
   for (const Tensor& t : expected.tensors) {
+    const TensorSpec* decl = spec ? spec->tensor(t.name) : nullptr;
+    const BlockMap block_map = blocks_of(decl, t, params, expected);
     TensorComparison tc;
     tc.name = t.name;
     tc.dtype = dtype_name(t.dtype);
     tc.shape = t.shape;
     tc.elements = t.element_count();
-    tc.block_size = block_size;
+    tc.block_size = block_map.block_elements();
+    tc.layout = block_map.description;
     const Tensor* a = actual.find(t.name);
     if (!a) tc.fault = "missing from the actual case";
     else if (a->dtype != t.dtype) tc.fault = "dtype " + std::string(dtype_name(a->dtype)) + ", expected " + tc.dtype;
@@ -112,7 +135,9 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       r.tensors.push_back(std::move(tc));
       continue;
     }
-    std::vector<BlockStats> blocks((tc.elements + block_size - 1) / block_size);
+    const std::vector<bool> scale_differs =
+        decl ? entries_differ(decl->layout, block_map, t.name, expected, actual) : std::vector<bool>{};
+    std::vector<BlockStats> blocks(block_map.blocks);
     for (std::size_t i = 0; i < tc.elements; ++i) {
       const std::uint64_t eb = t.bits_at(i), ab = a->bits_at(i);
       if (eb == ab) {
@@ -121,13 +146,11 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       }
       MismatchRecord m;
       m.index = i;
-      m.block = i / block_size;
+      m.block = block_map.block_of(i);
       m.expected_bits = eb;
       m.actual_bits = ab;
       measure(t, eb, ab, m);
-      const bool scale_block = t.name != (spec ? spec->scale_tensor : "") && m.block < scale_differs.size() &&
-                               scale_differs[m.block];
-      if (scale_block) m.why = {MismatchClass::ScalePropagated, 0};
+      if (!scale_differs.empty() && scale_differs[m.block]) m.why = {MismatchClass::ScalePropagated, 0};
       else if (spec && spec->explain) m.why = spec->explain(expected, actual, t.name, i);
       m.allowed = allowed_by(policy, m.why);
 

@@ -122,9 +122,9 @@ std::string report_markdown(const ComparisonReport& r) {
   for (const TensorComparison& t : r.tensors) {
     if (t.first_mismatches.empty()) continue;
     md += fmt::format("\n## `{}`: first {} of {} mismatches\n\n", t.name, t.first_mismatches.size(), t.mismatches);
-    md += fmt::format("Worst block (block size {}): block {} with {} mismatches, max code distance {}, "
+    md += fmt::format("Worst block ({}): block {} with {} mismatches, max code distance {}, "
                       "max ulp distance {}.\n\n",
-                      t.block_size, t.worst_block.index, t.worst_block.mismatches, t.worst_block.max_code_distance,
+                      t.layout, t.worst_block.index, t.worst_block.mismatches, t.worst_block.max_code_distance,
                       t.worst_block.max_ulp_distance);
     md += "| index | block | expected | actual | code distance | ulp distance | class | allowed |\n"
           "|---:|---:|---|---|---:|---:|---|---|\n";

@@ -1,30 +1,8 @@
 #include "lowbit/formats.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
 namespace lowbit {
-
-std::string_view mismatch_class_name(MismatchClass c) {
-  switch (c) {
-    case MismatchClass::Tie: return "tie";
-    case MismatchClass::NearBoundary: return "near-boundary";
-    case MismatchClass::ScalePropagated: return "scale-propagated";
-    case MismatchClass::LibraryRounding: return "library-rounding";
-    case MismatchClass::Genuine: return "genuine";
-  }
-  return "?";
-}
-
-Explanation explain_neighbours(double y, double lo, double hi) {
-  const double boundary = (lo + hi) / 2;  // exact: neighbouring code values are within a binade or two
-  if (y == boundary) return {MismatchClass::Tie, 0};
-  int e = 0;
-  std::frexp(std::fabs(boundary), &e);
-  const double ulp = std::ldexp(1.0, std::max(e - 24, -149));
-  return {MismatchClass::NearBoundary, std::fabs(y - boundary) / ulp};
-}
 
 const std::vector<FormatSpec>& registered_formats() {
   static const std::vector<FormatSpec> formats = [] {
@@ -44,6 +22,21 @@ const FormatSpec* find_format(std::string_view name) {
   for (const FormatSpec& f : registered_formats())
     if (f.name == name) return &f;
   return nullptr;
+}
+
+const TensorSpec* FormatSpec::tensor(std::string_view tensor_name) const {
+  for (const auto* list : {&inputs, &optional_inputs, &outputs})
+    for (const TensorSpec& t : *list)
+      if (t.name == tensor_name) return &t;
+  return nullptr;
+}
+
+BlockMap block_map(const Case& c, std::string_view tensor) {
+  const Tensor& t = c.require(tensor);
+  const FormatSpec* f = find_format(c.format());
+  const TensorSpec* spec = f ? f->tensor(tensor) : nullptr;
+  if (!spec) return resolve_layout(Layout{}, t.shape, nlohmann::json::object());
+  return resolve_layout(spec->layout, t.shape, resolve_params(*f, c.params()));
 }
 
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {

@@ -58,18 +58,18 @@ Tensor scale_tensor(std::string name, std::vector<std::int64_t> shape, const std
   return Tensor::from_bytes(std::move(name), DType::BF16, std::move(shape), bytes);
 }
 
-std::vector<float> dequant_groups(const Case& c, const char* codes, const char* scale, std::int64_t qb_rows,
-                                  std::int64_t qb_cols) {
+// codes[i] * scale[its group or tile under the format's layout]
+std::vector<float> dequant_groups(const Case& c, const char* codes, const char* scale) {
   const Tensor& t = c.require(codes);
   const Tensor& s = c.require(scale);
+  const BlockMap blocks = block_map(c, codes);
+  if (s.element_count() != blocks.blocks)
+    throw CaseError(c.origin + ": tensor '" + scale + "' has " + std::to_string(s.element_count()) + " elements, but '" +
+                    codes + "' has " + std::to_string(blocks.blocks) + " groups (" + blocks.description + ")");
   const Fp8 f = t.dtype == DType::F8_E4M3 ? Fp8::E4M3 : Fp8::E5M2;
   const auto q = t.u8();
-  const std::int64_t n = t.shape.at(1), sn = n / qb_cols;
   std::vector<float> out(q.size());
-  for (std::size_t i = 0; i < q.size(); ++i) {
-    const std::int64_t r = static_cast<std::int64_t>(i) / n, col = static_cast<std::int64_t>(i) % n;
-    out[i] = decode_fp8(q[i], f) * s.value_as_float(static_cast<std::size_t>((r / qb_rows) * sn + col / qb_cols));
-  }
+  for (std::size_t i = 0; i < q.size(); ++i) out[i] = decode_fp8(q[i], f) * s.value_as_float(blocks.block_of(i));
   return out;
 }
 
@@ -89,8 +89,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.provenance = std::string(kProvenance) + "_quantize.py fp8_quantize";
     f.default_params = defaults(16);
     f.inputs = {"input"};
-    f.outputs = {"codes", "scale"};
-    f.scale_tensor = "scale";
+    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"})}, {"scale", block_entries()}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -99,10 +98,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
           Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
           scale_tensor("scale", {x.m, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
     };
-    f.dequantize = [](const Case& c) {
-      const std::int64_t n = c.require("codes").shape.at(1), sn = c.require("scale").shape.at(1);
-      return dequant_groups(c, "codes", "scale", 1, n / sn);
-    };
+    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
   {
@@ -113,7 +109,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.default_params = defaults(16);
     f.default_params.erase("scale_dtype");
     f.inputs = {"input"};
-    f.outputs = {"codes", "scale", "group_scale"};
+    // every code is scaled by the one per-tensor scale; group_scale holds one entry per 1x16 group of the input
+    f.outputs = {{"codes", per_tensor({"scale"})}, {"scale", block_entries()}, {"group_scale", block_entries()}};
     f.run = [](const Case& in, const nlohmann::json& params) {
       nlohmann::json p = params;
       p["scale_dtype"] = "bf16";
@@ -142,8 +139,11 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.provenance = std::string(kProvenance) + "_quantize_transpose.py fp8_quantize_transpose";
     f.default_params = defaults(16);
     f.inputs = {"input"};
-    f.outputs = {"codes", "scale", "codes_t", "scale_t"};
-    f.scale_tensor = "scale";
+    // codes_t is stored N x M: its 1xQB row groups run along x's columns (M), one scale_t entry each
+    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"})},
+                 {"scale", block_entries()},
+                 {"codes_t", row_groups(param_extent("group_size"), {"scale_t"})},
+                 {"scale_t", block_entries()}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -154,10 +154,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
                                  Tensor::from_bytes("codes_t", code_dtype(o), {x.n, x.m}, t.transposed.codes),
                                  scale_tensor("scale_t", {x.n, x.m / o.group_size}, t.transposed.scale, bf16)};
     };
-    f.dequantize = [](const Case& c) {
-      const std::int64_t n = c.require("codes").shape.at(1), sn = c.require("scale").shape.at(1);
-      return dequant_groups(c, "codes", "scale", 1, n / sn);
-    };
+    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
   {
@@ -167,8 +164,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.provenance = std::string(kProvenance) + "_quantize_perblock.py fp8_quantize_perblock";
     f.default_params = defaults(128);
     f.inputs = {"input"};
-    f.outputs = {"codes", "scale"};
-    f.scale_tensor = "scale";
+    f.outputs = {{"codes", tiles(param_extent("group_size"), param_extent("group_size"), {"scale"})},
+                 {"scale", block_entries()}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -177,10 +174,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
           Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
           scale_tensor("scale", {x.m / o.group_size, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
     };
-    f.dequantize = [](const Case& c) {
-      const std::int64_t qb = c.require("codes").shape.at(1) / c.require("scale").shape.at(1);
-      return dequant_groups(c, "codes", "scale", qb, qb);
-    };
+    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
 }

@@ -69,8 +69,9 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.provenance = std::string(kProvenance) + "quantize_function.py block_cut + SymmQuantizer.forward + block_reshape";
     f.default_params = {{"fp8", "e4m3"}, {"model", "interpreter"}, {"row_block", 1}, {"col_block", 16}, {"epsilon", 1e-8}};
     f.inputs = {"input"};
-    f.outputs = {"rq", "q", "scale"};
-    f.scale_tensor = "scale";
+    // row_block x col_block tiles (-1: the whole axis), one scale entry each in block_cut's row-major order
+    const Layout tile = tiles(param_extent("row_block"), param_extent("col_block"), {"scale"});
+    f.outputs = {{"rq", tile}, {"q", tile}, {"scale", block_entries()}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Tensor& t = in.require("input");
       if (t.shape.size() != 2) throw std::invalid_argument("coat.fake.symm takes a 2-D input");

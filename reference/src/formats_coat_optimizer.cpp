@@ -75,12 +75,15 @@ FormatSpec coat_adamw_format(bool expansion) {
   if (expansion) f.default_params["expand_min"] = 16;
   f.inputs = {"param", "grad", "step"};
   f.outputs = {"param.next"};
-  for (const char* moment : kMoments) {
-    f.inputs.push_back(std::string(moment) + ".codes");
-    f.outputs.push_back(std::string(moment) + ".codes.next");
-    for (const std::string& t : group_tensors(expansion)) {
-      f.inputs.push_back(std::string(moment) + "." + t);
-      f.outputs.push_back(std::string(moment) + "." + t + ".next");
+  // each moment's codes lie in groups of 128 (the last one partial), with one entry per group in
+  // each of the moment's statistics; a differing statistic explains its group's codes
+  for (const std::string suffix : {"", ".next"}) {
+    auto& list = suffix.empty() ? f.inputs : f.outputs;
+    for (const std::string moment : kMoments) {
+      std::vector<std::string> stats;
+      for (const std::string& t : group_tensors(expansion)) stats.push_back(moment + "." + t + suffix);
+      list.push_back({moment + ".codes" + suffix, blocks(elements(coat::kGroup), stats)});
+      for (const std::string& t : stats) list.push_back({t, block_entries()});
     }
   }
   f.run = [expansion](const Case& in, const nlohmann::json& p) {

@@ -2,6 +2,7 @@
 // 8-bit, 4-bit and FP8 block-wise states, and bitsandbytes' block-wise 8-bit quantization.
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "lowbit/blockwise.hpp"
@@ -29,6 +30,13 @@ std::size_t block_size_from(const nlohmann::json& p) {
 
 std::vector<std::int64_t> flat_shape(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
 
+// Every element of a block-wise state belongs to block i / block_size (the last one may be partial,
+// as bitsandbytes allows), quantized with scale[block]; the scale holds one entry per block.
+Layout scaled_blocks() { return blocks(param_extent("block_size"), {"scale"}); }
+std::vector<TensorSpec> blockwise_outputs() {
+  return {{"codes", scaled_blocks()}, {"scale", block_entries()}, {"dequant", scaled_blocks()}};
+}
+
 Tensor f32_tensor(const std::string& name, const std::vector<float>& v) { return Tensor::from_f32(name, flat_shape(v.size()), v); }
 Tensor u8_tensor(const std::string& name, const std::vector<std::uint8_t>& v) {
   return Tensor::from_bytes(name, DType::U8, flat_shape(v.size()), v);
@@ -53,29 +61,38 @@ std::optional<CodeView> code_tensors(const Case& e, const Case& a, std::size_t i
   return CodeView{want, got};
 }
 
-Explanation explain_codebook(const Case& e, const Case& a, std::size_t i, std::size_t block, Normalize normalize) {
+// The scale entry of codes[i]: its block under the format's layout.
+std::optional<float> scale_of(const Case& e, std::size_t i) {
+  const Tensor* scale = e.find("scale");
+  if (!scale || !e.find("codes")) return std::nullopt;
+  const std::size_t block = block_map(e, "codes").block_of(i);
+  if (block >= scale->element_count()) return std::nullopt;
+  return scale->value_as_float(block);
+}
+
+Explanation explain_codebook(const Case& e, const Case& a, std::size_t i, Normalize normalize) {
   const auto codes = code_tensors(e, a, i);
   const Tensor* input = e.find("input");
   const Tensor* qmap = e.find("qmap");
-  const Tensor* scale = e.find("scale");
-  if (!codes || !input || !qmap || !scale || i / block >= scale->element_count()) return {};
+  const auto scale = scale_of(e, i);
+  if (!codes || !input || !qmap || !scale) return {};
   const int ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
   if (std::abs(ce - ca) != 1) return {};
   const auto q = qmap->f32();
   if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
-  const float y = normalize(input->value_as_float(i), scale->f32()[i / block]);
+  const float y = normalize(input->value_as_float(i), *scale);
   return explain_neighbours(y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
 }
 
-Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i, std::size_t block) {
+Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i) {
   const auto codes = code_tensors(e, a, i);
   const Tensor* input = e.find("input");
-  const Tensor* scale = e.find("scale");
-  if (!codes || !input || !scale || i / block >= scale->element_count()) return {};
+  const auto scale = scale_of(e, i);
+  if (!codes || !input || !scale) return {};
   const std::uint8_t ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
   if (fp8::E4M3FN::is_nan(ce) || fp8::E4M3FN::is_nan(ca) || std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) != 1)
     return {};
-  const float y = input->value_as_float(i) / scale->f32()[i / block];
+  const float y = input->value_as_float(i) / *scale;
   const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
   return explain_neighbours(y, std::min(ve, va), std::max(ve, va));
 }
@@ -157,9 +174,9 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
                              "optim/subclass_4bit.py packing";
   f.default_params = {{"block_size", bits == 8 ? 256 : 128}};
   f.inputs = {"input", "qmap"};
-  f.outputs = {"codes", "scale", "dequant"};
-  if (bits == 4) f.outputs.push_back("codes_packed");
-  f.scale_tensor = "scale";
+  f.outputs = blockwise_outputs();
+  // two codes a byte: byte k holds elements 2k and 2k + 1
+  if (bits == 4) f.outputs.push_back({"codes_packed", blocks(param_extent("block_size", 2), {"scale"})});
   f.run = [bits](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
@@ -171,7 +188,7 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     return out;
   };
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_codebook(e, a, i, block_size_from(e.params()), divide);
+    return explain_codebook(e, a, i, divide);
   };
   f.auxiliary_inputs = [map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
@@ -203,8 +220,7 @@ FormatSpec torchao_fp8_format() {
   // capability AVX2 or default), "avx512" its vectorized one: they differ only in NaN payloads.
   f.default_params = {{"block_size", 256}, {"overflow", "satfinite"}, {"nan_encoding", "torch"}, {"nan_widening", "c10"}};
   f.inputs = {"input"};
-  f.outputs = {"codes", "scale", "dequant"};
-  f.scale_tensor = "scale";
+  f.outputs = blockwise_outputs();
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
@@ -217,7 +233,7 @@ FormatSpec torchao_fp8_format() {
         f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_fp8_state(e, a, i, block_size_from(e.params()));
+    return explain_fp8_state(e, a, i);
   };
   f.dequantize = [](const Case& c) {
     const nlohmann::json p = c.params();
@@ -248,8 +264,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                  "kQuantizeBlockwise; backends/default/ops.py";
   f.default_params = {{"block_size", 4096}, {"backend", "cpu"}};
   f.inputs = {"input", "qmap"};
-  f.outputs = {"codes", "scale", "dequant"};
-  f.scale_tensor = "scale";
+  f.outputs = blockwise_outputs();
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
@@ -259,7 +274,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                                f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_codebook(e, a, i, block_size_from(e.params()), times_reciprocal);
+    return explain_codebook(e, a, i, times_reciprocal);
   };
   f.auxiliary_inputs = [default_map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", bnb_table({{"map", default_map}, {"linspace", "fma"}}))};

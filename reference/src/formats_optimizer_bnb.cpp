@@ -68,13 +68,21 @@ Case bnb_fresh_state(std::span<const float> param) {
   return c;
 }
 
-FormatSpec bnb_adam_format(const std::string& name) {
+// Each state's codes lie in blocks of `block` (the last one partial), quantized with the block's entry
+// of the state's own absmax ("scale"), before the step and after it (".next").
+FormatSpec bnb_adam_format(const std::string& name, const Extent& block) {
   FormatSpec f;
   f.name = name;
   f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"lr", 1e-3}};
-  f.inputs = {"param", "grad", "step", "exp_avg.codes", "exp_avg.scale", "exp_avg.qmap", "exp_avg_sq.codes",
-              "exp_avg_sq.scale", "exp_avg_sq.qmap"};
-  f.outputs = {"param.next", "exp_avg.codes.next", "exp_avg.scale.next", "exp_avg_sq.codes.next", "exp_avg_sq.scale.next"};
+  f.inputs = {"param", "grad", "step"};
+  f.outputs = {"param.next"};
+  for (const std::string state : {"exp_avg", "exp_avg_sq"}) {
+    f.inputs.push_back({state + ".codes", blocks(block, {state + ".scale"})});
+    f.inputs.push_back({state + ".scale", block_entries()});
+    f.inputs.push_back(state + ".qmap");
+    f.outputs.push_back({state + ".codes.next", blocks(block, {state + ".scale.next"})});
+    f.outputs.push_back({state + ".scale.next", block_entries()});
+  }
   f.fresh_state = [](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param); };
   return f;
 }
@@ -88,7 +96,7 @@ std::vector<Tensor> outputs_of(const Case& in, const std::vector<float>& param, 
 }
 
 FormatSpec bnb_adam_cpu_format() {
-  FormatSpec f = bnb_adam_format("bnb.adam8bit.cpu");
+  FormatSpec f = bnb_adam_format("bnb.adam8bit.cpu", param_extent("block_size"));
   f.description = "one bitsandbytes 8-bit block-wise Adam/AdamW step as its CPU kernel computes it: dequantize, "
                   "moments with ATen's fused add/addcmul, decoupled weight decay before the update, requantize with "
                   "the CPU lookup table (block 256, partial tail)";
@@ -107,7 +115,7 @@ FormatSpec bnb_adam_cpu_format() {
 }
 
 FormatSpec bnb_adam_cuda_format() {
-  FormatSpec f = bnb_adam_format("bnb.adam8bit.cuda");
+  FormatSpec f = bnb_adam_format("bnb.adam8bit.cuda", elements(256));  // the kernel's fixed block
   f.description = "one bitsandbytes 8-bit block-wise Adam/AdamW step as its CUDA kernel computes it, with IEEE "
                   "arithmetic for the fast-math intrinsics: NaN/Inf gradients reset the moments, decay after the "
                   "update, absmax over all 256 slots (tail padding included), sign fix with the 255 wrap";

@@ -65,10 +65,13 @@ void write_state(std::vector<Tensor>& out, const Case& in, const std::string& na
   else write_moment(out, name, m, kind == TorchaoState::Fp8);
 }
 
-std::vector<std::string> state_tensors(const std::string& name, TorchaoState kind) {
-  if (kind == TorchaoState::Dense) return {name};
-  std::vector<std::string> t = {name + ".codes", name + ".scale"};
-  if (kind == TorchaoState::Codebook) t.push_back(name + ".qmap");
+// A moment's tensors before the step (suffix "") or after it (".next"): a quantized moment's codes lie
+// in blocks of block_size, each quantized with its own entry of the moment's scale.
+std::vector<TensorSpec> state_tensors(const std::string& name, TorchaoState kind, const std::string& suffix) {
+  if (kind == TorchaoState::Dense) return {name + suffix};
+  std::vector<TensorSpec> t = {{name + ".codes" + suffix, blocks(param_extent("block_size"), {name + ".scale" + suffix})},
+                               {name + ".scale" + suffix, block_entries()}};
+  if (kind == TorchaoState::Codebook && suffix.empty()) t.push_back(name + ".qmap");
   return t;
 }
 
@@ -180,11 +183,10 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
   f.inputs = {"param", "grad", "step", "lr"};
   f.outputs = {"param.next", "step.next"};
   for (const char* moment : kMoments) {
-    for (const std::string& t : state_tensors(moment, kind)) {
-      const bool amsgrad_only = moment == std::string("max_exp_avg_sq");
-      (amsgrad_only ? f.optional_inputs : f.inputs).push_back(t);
-      if (!amsgrad_only && !t.ends_with(".qmap")) f.outputs.push_back(t + ".next");
-    }
+    const bool amsgrad_only = moment == std::string("max_exp_avg_sq");
+    for (const TensorSpec& t : state_tensors(moment, kind, "")) (amsgrad_only ? f.optional_inputs : f.inputs).push_back(t);
+    if (!amsgrad_only)
+      for (const TensorSpec& t : state_tensors(moment, kind, ".next")) f.outputs.push_back(t);
   }
   f.optional_inputs.push_back("sr_random");
   f.run = [kind](const Case& in, const nlohmann::json& p) {

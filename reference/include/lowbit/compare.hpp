@@ -18,7 +18,7 @@ namespace lowbit {
 
 struct MismatchRecord {
   std::size_t index = 0;
-  std::size_t block = 0;
+  std::size_t block = 0;  // in the numbering of the per-block tensors (element j of a scale is block j)
   std::uint64_t expected_bits = 0, actual_bits = 0;
   double expected_value = 0, actual_value = 0;  // decoded (codes) or the values themselves (floats)
   std::uint64_t code_distance = 0;              // in code order (codes, integers); 0 for float tensors
@@ -42,7 +42,8 @@ struct TensorComparison {
   std::uint64_t elements = 0, identical = 0, mismatches = 0, allowed = 0;
   std::uint64_t max_code_distance = 0, max_ulp_distance = 0;
   std::array<std::uint64_t, std::size(kMismatchClasses)> by_class{};  // indexed by MismatchClass
-  std::size_t block_size = 0;
+  std::size_t block_size = 0;  // elements in a full block of the tensor's declared layout
+  std::string layout;          // the blocks in words ("128x128 tiles"), for the Markdown report
   BlockStats worst_block;
   std::vector<MismatchRecord> first_mismatches;
 };

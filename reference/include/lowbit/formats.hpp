@@ -1,7 +1,7 @@
 #pragma once
-// The format registry: format name -> parameters, reference run (quantize and dequantize),
-// mismatch explanation and provenance. conform, golden generate, compare (and later audit and
-// verify) all go through it, so adding a format is one registration.
+// The format registry: format name -> parameters, tensors and their layouts, reference run (quantize
+// and dequantize), mismatch explanation and provenance. conform, golden generate, compare (and later
+// audit and verify) all go through it, so adding a format is one registration.
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -11,35 +11,33 @@
 #include <vector>
 
 #include "lowbit/case.hpp"
+#include "lowbit/layout.hpp"
+#include "lowbit/mismatch.hpp"
 
 namespace lowbit {
 
-enum class MismatchClass { Tie, NearBoundary, ScalePropagated, LibraryRounding, Genuine };
-inline constexpr MismatchClass kMismatchClasses[] = {MismatchClass::Tie, MismatchClass::NearBoundary,
-                                                     MismatchClass::ScalePropagated, MismatchClass::LibraryRounding,
-                                                     MismatchClass::Genuine};
-std::string_view mismatch_class_name(MismatchClass c);
+// One tensor of a format, declared once: its name and layout. The tensor schema (dtypes, shape
+// relation to the inputs, table size) joins it here, so a format states each tensor in one place.
+struct TensorSpec {
+  std::string name;
+  Layout layout;  // default: not blocked (the whole tensor is block 0, with no per-block entries)
 
-struct Explanation {
-  MismatchClass cls = MismatchClass::Genuine;
-  double boundary_ulps = 0;  // NearBoundary: distance of the quantizer's input from the boundary, binary32 ulps
+  TensorSpec(std::string n, Layout l = {}) : name(std::move(n)), layout(std::move(l)) {}
+  TensorSpec(const char* n, Layout l = {}) : name(n), layout(std::move(l)) {}
+  // Reads as its name where code wants one (the lists held names before layouts joined them).
+  operator const std::string&() const { return name; }
+  friend bool operator==(const TensorSpec& t, std::string_view n) { return t.name == n; }
 };
-
-// A mismatch between neighbouring codes whose values are lo < hi: a tie when the quantizer's
-// normalized input y lies exactly on their midpoint, else near-boundary with y's distance from it in
-// binary32 ulps (at the midpoint's binade).
-Explanation explain_neighbours(double y, double lo, double hi);
 
 struct FormatSpec {
   std::string name;         // source.family.variant
   std::string description;
   std::string provenance;   // library, version, file and function the reference reproduces
   nlohmann::json default_params = nlohmann::json::object();
-  std::vector<std::string> inputs;   // tensors a case must carry for run()
-  std::vector<std::string> optional_inputs;  // tensors run() reads when the case's params ask for them
-  std::vector<std::string> outputs;  // tensors run() produces
+  std::vector<TensorSpec> inputs;           // tensors a case must carry for run()
+  std::vector<TensorSpec> optional_inputs;  // tensors run() reads when the case's params ask for them
+  std::vector<TensorSpec> outputs;          // tensors run() produces
   std::string default_tolerance = "bit-exact";
-  std::string scale_tensor;  // per-block scale, for "propagated from a scale mismatch" (empty: none)
 
   // The reference on a case's inputs; params are the case's params over default_params.
   std::function<std::vector<Tensor>(const Case& in, const nlohmann::json& params)> run;
@@ -54,12 +52,19 @@ struct FormatSpec {
   std::function<Case(std::span<const float> param, const nlohmann::json& params)> fresh_state;
   // Inputs aimed at the format's boundaries (TestFloat style) for golden generate.
   std::function<std::vector<float>(const nlohmann::json& params)> edge_inputs;
+
+  // The declaration of a tensor among the inputs, optional inputs and outputs; null when none.
+  const TensorSpec* tensor(std::string_view name) const;
 };
 
 const std::vector<FormatSpec>& registered_formats();
 const FormatSpec* find_format(std::string_view name);
 // params = defaults overlaid with the given object; unknown keys are an error naming the format.
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given);
+
+// The blocks of the case's tensor under its format's declared layout, with the case's params over the
+// format's defaults. A tensor the format does not declare, or of an unknown format, is one block.
+BlockMap block_map(const Case& c, std::string_view tensor);
 
 // The case's input tensors and metadata with the reference's outputs added (replacing any there).
 // Params come from the case's metadata over the format's defaults.
