@@ -84,23 +84,14 @@ std::vector<bool> entries_differ(const Layout& layout, const BlockMap& blocks, c
   return differs;
 }
 
-// The expected case's params over its format's defaults; a fault names the file.
-nlohmann::json params_of(const FormatSpec* spec, const Case& expected) {
-  if (!spec) return nlohmann::json::object();
+// A case whose params its format does not know (or cannot parse) is refused, naming the file.
+void check_params(const FormatSpec* spec, const Case& expected) {
+  if (!spec) return;
   const nlohmann::json given = expected.params();
   try {
-    return resolve_params(*spec, given);
+    resolve_params(*spec, given);
   } catch (const std::runtime_error& e) {
     throw CaseError(expected.origin + ": " + e.what());
-  }
-}
-
-// The blocks of an expected tensor under its declared layout (one block when undeclared).
-BlockMap blocks_of(const TensorSpec* decl, const Tensor& t, const nlohmann::json& params, const Case& expected) {
-  try {
-    return resolve_layout(decl ? decl->layout : Layout{}, t.shape, params);
-  } catch (const std::invalid_argument& e) {
-    throw CaseError(expected.origin + ": format " + expected.format() + ", tensor '" + t.name + "': " + e.what());
   }
 }
 
@@ -114,18 +105,18 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
   r.format = expected.format();
   r.policy = policy;
   const FormatSpec* spec = find_format(r.format);
-  const nlohmann::json params = params_of(spec, expected);
+  check_params(spec, expected);
 
   for (const Tensor& t : expected.tensors) {
     const TensorSpec* decl = spec ? spec->tensor(t.name) : nullptr;
-    const BlockMap block_map = blocks_of(decl, t, params, expected);
+    const BlockMap map = block_map(expected, t.name);
     TensorComparison tc;
     tc.name = t.name;
     tc.dtype = dtype_name(t.dtype);
     tc.shape = t.shape;
     tc.elements = t.element_count();
-    tc.block_size = block_map.block_elements();
-    tc.layout = block_map.description;
+    tc.block_size = map.block_elements();
+    tc.layout = map.description;
     const Tensor* a = actual.find(t.name);
     if (!a) tc.fault = "missing from the actual case";
     else if (a->dtype != t.dtype) tc.fault = "dtype " + std::string(dtype_name(a->dtype)) + ", expected " + tc.dtype;
@@ -136,8 +127,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       continue;
     }
     const std::vector<bool> scale_differs =
-        decl ? entries_differ(decl->layout, block_map, t.name, expected, actual) : std::vector<bool>{};
-    std::vector<BlockStats> blocks(block_map.blocks);
+        decl ? entries_differ(decl->layout, map, t.name, expected, actual) : std::vector<bool>{};
+    std::vector<BlockStats> per_block(map.blocks);
     for (std::size_t i = 0; i < tc.elements; ++i) {
       const std::uint64_t eb = t.bits_at(i), ab = a->bits_at(i);
       if (eb == ab) {
@@ -146,7 +137,7 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       }
       MismatchRecord m;
       m.index = i;
-      m.block = block_map.block_of(i);
+      m.block = map.block_of(i);
       m.expected_bits = eb;
       m.actual_bits = ab;
       measure(t, eb, ab, m);
@@ -162,14 +153,14 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       };
       grow(tc.max_code_distance, m.code_distance);
       grow(tc.max_ulp_distance, m.ulp_distance);
-      BlockStats& b = blocks[m.block];
+      BlockStats& b = per_block[m.block];
       b.index = m.block;
       ++b.mismatches;
       grow(b.max_code_distance, m.code_distance);
       grow(b.max_ulp_distance, m.ulp_distance);
       if (tc.first_mismatches.size() < max_listed) tc.first_mismatches.push_back(m);
     }
-    for (const BlockStats& b : blocks)
+    for (const BlockStats& b : per_block)
       if (b.mismatches > tc.worst_block.mismatches) tc.worst_block = b;
     if (tc.mismatches > tc.allowed) r.conformant = false;
     r.tensors.push_back(std::move(tc));

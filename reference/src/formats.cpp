@@ -36,7 +36,12 @@ BlockMap block_map(const Case& c, std::string_view tensor) {
   const FormatSpec* f = find_format(c.format());
   const TensorSpec* spec = f ? f->tensor(tensor) : nullptr;
   if (!spec) return resolve_layout(Layout{}, t.shape, nlohmann::json::object());
-  return resolve_layout(spec->layout, t.shape, resolve_params(*f, c.params()));
+  const nlohmann::json given = c.params();
+  try {
+    return resolve_layout(spec->layout, t.shape, resolve_params(*f, given));
+  } catch (const std::exception& e) {  // an unknown or malformed parameter: name the file
+    throw CaseError(c.origin + ": format " + f->name + ", tensor '" + t.name + "': " + e.what());
+  }
 }
 
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {
