@@ -13,7 +13,7 @@ namespace lowbit::coat_fake {
 
 namespace {
 
-constexpr std::uint32_t kGpuNaN = 0x7FFFFFFFu;      // NVIDIA fp32 arithmetic's canonical NaN (spec §1)
+constexpr std::uint32_t kGpuNaN = 0x7FFFFFFFu;      // NVIDIA's canonical NaN (docs/formats/coat-fake.md)
 constexpr std::uint32_t kX86DefaultNaN = 0xFFC00000u;  // SSE's result of an invalid operation (inf - inf, 0 * inf)
 
 struct Bits {

@@ -1,5 +1,6 @@
-// COAT's FP8 AdamW kernels on the CPU (spec coat.md §3, §4, §7). Every binary32 operation is written
-// out in the kernel's order; std::fma stands exactly where nvcc and ptxas fuse (§7.1), nowhere else.
+// COAT's FP8 AdamW kernels on the CPU (docs/formats/coat-optimizer.md). Every binary32 operation is written
+// out in the kernel's order; std::fma stands exactly where nvcc and ptxas fuse
+// (docs/formats/coat-optimizer.md#fused-multiply-adds), nowhere else.
 #include "lowbit/coat_optimizer.hpp"
 
 #include <algorithm>

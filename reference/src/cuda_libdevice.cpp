@@ -1,5 +1,6 @@
-// libdevice log2f / powf step by step (spec coat.md §7.3). Every line is one binary32 operation
-// rounded to nearest; fma is one rounding. Compiled with -ffp-contract=off like the whole reference.
+// libdevice log2f / powf step by step (docs/formats/coat-optimizer.md#libdevice-log2f-and-powf-cuda-130).
+// Every line is one binary32 operation rounded to nearest; fma is one rounding. Compiled with
+// -ffp-contract=off like the whole reference.
 #include "lowbit/cuda_libdevice.hpp"
 
 #include <cmath>

@@ -16,7 +16,7 @@ enum class Division {
 };
 // How the kernel's casts round.
 enum class Casts {
-  Gpu,                // sm_90: fp32->fp8 cvt.rn.satfinite (NaN -> 0x7F), fp32->bf16 RNE (spec §1)
+  Gpu,                // sm_90: fp8 cvt.rn.satfinite (NaN -> 0x7F), bf16 RNE (docs/formats/coat-activation.md)
   TritonInterpreter,  // Triton 3.9 TRITON_INTERPRET=1: its bit-field converter (see the .md)
 };
 

@@ -23,11 +23,12 @@ ExactGroup expand_quantize_group_exact(std::span<const float> values, int expand
 // The exact dequantized value of a code: sign * (|code value| / 448)^(1/k) * A.
 double expand_dequantize_exact(std::uint8_t code, double k, float group_max_plus);
 
-// The README / paper mathematics (COAT README lines 133-145, spec coat.md §10), exactly: over the
-// group's true maximum and its true minimum nonzero magnitude (NaN ignored, no cap, no 1e-30),
-// k = log(448 / 2^-9) / log(max / min) unrounded, f(x) = sign(x) |x|^k scaled so the maximum maps to
-// 448 (and the minimum to 2^-9): y = sign(x) 448 (|x| / max)^k, rounded once to E4M3 (satfinite);
-// dequantized as sign (|code| / 448)^(1/k) max. A group with max = min (or no nonzero) keeps k = 1.
+// The README / paper mathematics (NVlabs/COAT 80ec99f README.md lines 133-145; docs/formats/coat.md),
+// exactly: over the group's true maximum and its true minimum nonzero magnitude (NaN ignored, no
+// cap, no 1e-30), k = log(448 / 2^-9) / log(max / min) unrounded, f(x) = sign(x) |x|^k scaled so the
+// maximum maps to 448 (and the minimum to 2^-9): y = sign(x) 448 (|x| / max)^k, rounded once to E4M3
+// (satfinite); dequantized as sign (|code| / 448)^(1/k) max. A group with max = min (or no nonzero)
+// keeps k = 1.
 struct PaperGroup {
   double k = 1, max = 0;
   std::vector<std::uint8_t> codes;

@@ -1,6 +1,7 @@
 #pragma once
 // COAT's FP8 AdamW optimizer states (NVlabs/COAT coat/optimizer/kernels), as the official CUDA
-// kernels compute them (spec coat.md §2-§7): groups of 128 consecutive elements, E4M3 codes with a
+// kernels compute them (NVlabs/COAT 80ec99f fp8_adamw_cuda_kernel.cu, fp8_adamw_expand_cuda_kernel.cu
+// and their nvcc 13.0 PTX): groups of 128 consecutive elements, E4M3 codes with a
 // per-group scale, and with Dynamic Range Expansion a per-group exponent k and centre c.
 // docs/formats/coat-optimizer.md states the arithmetic and every quirk.
 #include <cstdint>

@@ -1,7 +1,8 @@
 #pragma once
 // Codebooks ("qmaps"): the dynamic maps of torchao and bitsandbytes, torchao's 4-bit maps and
 // bitsandbytes' linear map, generated exactly as the official Python computes them in float32,
-// and the searches that map a normalized value to a code. docs/formats/codebook.md states the
+// and the searches that map a normalized value to a code. docs/formats/torchao-codebook.md (tables,
+// torchao's search) and docs/formats/bnb-blockwise8.md (bitsandbytes' searches) state the
 // arithmetic; a table read from a checkpoint or case file is authoritative over a generated one.
 #include <cstdint>
 #include <span>
@@ -41,8 +42,8 @@ std::vector<float> bnb_linear_map(bool is_signed, Linspace v = Linspace::Fma);
 // capped at the top code. Ties go up; NaN goes to 0. qmap.size() must be 16 or 256.
 std::uint8_t torchao_search(float y, std::span<const float> qmap);
 
-// Reference: bitsandbytes 0.50 csrc/kernels.cu dQuantize<0> / quantize_2D, as the rule the spec
-// (codebook_and_fp8.md 2.2) proved equal to them: bracket q[i] <= y < q[i+1], midpoint
+// Reference: bitsandbytes 0.50 csrc/kernels.cu dQuantize<0> / quantize_2D, as the rule shown equal to
+// them (docs/formats/bnb-blockwise8.md#the-cuda-kernels): bracket q[i] <= y < q[i+1], midpoint
 // (q[i] + q[i+1]) * 0.5, ties to the even index, NaN to 0. IEEE arithmetic (the kernel's
 // --use_fast_math is not modelled here).
 std::uint8_t bnb_cuda_search(float y, std::span<const float> qmap);

@@ -1,5 +1,6 @@
 #pragma once
-// CUDA's libdevice log2f and powf, as nvcc 13.0 inlines them for sm_90 (spec coat.md §7.3), step by
+// CUDA's libdevice log2f and powf, as nvcc 13.0 inlines them for sm_90
+// (docs/formats/coat-optimizer.md#libdevice-log2f-and-powf-cuda-130), step by
 // step in binary32 with explicit fused multiply-adds. log2f uses IEEE operations only and is
 // reproduced exactly; powf has one hardware reciprocal (rcp.approx.ftz.f32, MUFU.RCP) whose bits are
 // not public: rcp_approx_ftz below is its CPU model, RN(1/b), documented as approximate until a
