@@ -1,6 +1,7 @@
 // COAT activation quantizers (docs/formats/coat-activation.md), one test per quirk. Expected values
-// come from COAT's own kernels (golden/coat/, exported under Triton's interpreter), from the spec's
-// stated numbers, or from exact reasoning written next to each check: never from the reference.
+// come from COAT's own kernels (golden/coat/, exported under Triton's interpreter), from the numbers
+// that page and docs/formats/fp8.md state, or from exact reasoning written next to each check:
+// never from the reference.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -25,7 +26,8 @@ Options interp(int qb, Fp8 f, ScaleDtype sd) { return {qb, f, sd, Division::Ieee
 }  // namespace
 
 TEST_CASE("codes use the fp32 scale S while the stored scale is bf16(S)") {
-  // A group whose max is 1.0: RN(1 + 1e-10f) = 1, S = RN(1/448) = 0x3B124925 (spec §12 item 1);
+  // A group whose max is 1.0: RN(1 + 1e-10f) = 1, S = RN(1/448) = 0x3B124925
+  // (docs/formats/coat-activation.md#arithmetic-all-fp32-rn-no-contraction);
   // bf16(S) = 0x3B12 (the low half 0x4925 < 0x8000, so RNE and truncation agree).
   std::vector<float> x(32 * 64, 0.25f);
   for (int r = 0; r < 32; ++r) x[static_cast<std::size_t>(r) * 64] = 1.0f;
@@ -91,7 +93,7 @@ TEST_CASE("transposed per-group: y_t quantizes x^T with its own groups, so it is
 
 TEST_CASE("E5M2: Inf saturates to 57344 on the GPU; the interpreter keeps Inf") {
   const float inf = std::numeric_limits<float>::infinity();
-  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0x7B));   // spec §1: satfinite, 57344
+  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0x7B));   // satfinite, 57344 (docs/formats/fp8.md)
   CHECK(e5m2(cast_fp8(-inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0xFB));
   CHECK(e4m3(cast_fp8(inf, Fp8::E4M3, Casts::Gpu)) == e4m3(0x7E));   // 448
   CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::TritonInterpreter)) == e5m2(0x7C));  // exponent field 31, mantissa 0
@@ -100,7 +102,7 @@ TEST_CASE("E5M2: Inf saturates to 57344 on the GPU; the interpreter keeps Inf") 
 
 TEST_CASE("all-zero group: S = div(1e-10f, fp8_max) and the codes keep the sign of zero") {
   const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
-  CHECK(value(g.require("scale").value_as_float(0)) == value(1e-10f / 448.0f));  // IEEE division, spec §8
+  CHECK(value(g.require("scale").value_as_float(0)) == value(1e-10f / 448.0f));  // IEEE division (the interpreter)
   const auto codes = g.require("codes").u8();
   for (int i = 0; i < 16; ++i) CHECK(e4m3(codes[i]) == e4m3((i % 2) ? 0x80 : 0x00));
 }

@@ -1,6 +1,6 @@
-// COAT fake quantization (docs/formats/coat-fake.md), spec §13 item 20 and the quirks of §9. Expected
-// values come from the spec's statements, from exact reasoning written next to each check, or from
-// COAT's own code (golden/coat/coat.fake.*, exported on the CPU): never from the reference.
+// COAT fake quantization (docs/formats/coat-fake.md): its tie rules, signed zeros, missing saturation
+// and scale division. Expected values come from that page's statements (and docs/formats/fp8.md for
+// the real casts), from exact reasoning written next to each check, or from COAT's own code (golden/coat/coat.fake.*, exported on the CPU): never from the reference.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -24,7 +24,8 @@ float tri(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Interpreter); 
 float tri_gpu(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Gpu); }
 float tor(float x) { return floatexmy_torch(x, Fp8::E4M3); }
 
-// Every non-negative value of E4M3's grid between 2^-9 and 448 (spec §1 decode): m/8*2^-6 and (1+m/8)*2^(e-7).
+// Every non-negative value of E4M3's grid between 2^-9 and 448: m/8*2^-6 and (1+m/8)*2^(e-7)
+// (docs/formats/fp8.md#decoding-exact).
 std::vector<float> e4m3_grid() {
   std::vector<float> g;
   for (int m = 0; m < 8; ++m) g.push_back(std::ldexp(static_cast<float>(m) / 8.0f, -6));
@@ -41,7 +42,7 @@ TEST_CASE("ties round away from zero in the Triton fake path, to even in the tor
   CHECK(value(tri(1.0625f)) == value(1.125f));
   CHECK(value(tri_gpu(1.0625f)) == value(1.125f));
   CHECK(value(tor(1.0625f)) == value(1.0f));
-  CHECK(e4m3(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu)) == e4m3(0x38));  // RN-even: 1.0 (spec §1)
+  CHECK(e4m3(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu)) == e4m3(0x38));  // RN-even: 1.0
   CHECK(value(tri(-1.0625f)) == value(-1.125f));
   CHECK(value(tor(-1.0625f)) == value(-1.0f));
   // 1.1875 is halfway between 1.125 (001) and 1.25 (010): away and even agree.
@@ -115,7 +116,8 @@ TEST_CASE("no saturation: values beyond 448 stay on the extended grid") {
   CHECK(value(tri(1000.0f)) == value(992.0f));
   CHECK(value(tor(500.0f)) == value(512.0f));
   // 464 = 1.8125*256 is the tie between 448 and 480: frac 6.5 rounds away to 7 (480, not E4M3) in the
-  // Triton path and to even 6 (448) in the torch path; a real cast would saturate it to 448 (spec §1).
+  // Triton path and to even 6 (448) in the torch path; a real cast rounds it to 448 too
+  // (docs/formats/fp8.md#boundary-inputs).
   CHECK(value(tri(464.0f)) == value(480.0f));
   CHECK(value(tor(464.0f)) == value(448.0f));
 }
@@ -129,7 +131,8 @@ TEST_CASE("non-finite inputs: NaN flows through |x|, Inf becomes NaN; the GPU mo
 }
 
 TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal multiply on CUDA") {
-  // Find an absmax where RN(2a/896) != RN(2a * RN(1/896)) (spec §9), by plain IEEE arithmetic here.
+  // Find an absmax where RN(2a/896) != RN(2a * RN(1/896)) (docs/formats/coat-fake.md), by plain IEEE
+  // arithmetic here.
   float a = 1.0f, by_div = 0, by_rcp = 0;
   for (int k = 0; k < 100000; ++k, a = std::nextafter(a, 2.0f)) {
     by_div = (2.0f * a) / 896.0f;

@@ -1,7 +1,9 @@
-// Codebooks and searches. Expected values come from ../shared/spec/codebook_and_fp8.md: the SHA-256
-// of the Appendix A tables (an exact simulation matched against a public dump of bitsandbytes'
-// create_dynamic_map) and the worked inputs of T2-T4, T8-T10 (the spec's exhaustive simulation).
-// The golden files of torchao and bitsandbytes pin the same tables again (test_golden.cpp).
+// Codebooks and searches. Expected values come from docs/formats/torchao-codebook.md#table-fingerprints
+// (SHA-256 and entries of an exact simulation matched against a public dump of bitsandbytes'
+// create_dynamic_map), docs/formats/codebook-differences.md#worked-inputs (a separate exact
+// simulation of each upstream search) and the block rules of docs/formats/torchao-codebook.md,
+// torchao-fp8.md and bnb-blockwise8.md. The golden files of torchao and bitsandbytes pin the same
+// tables again (test_golden.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -36,7 +38,7 @@ int count_differences(const std::vector<float>& a, const std::vector<float>& b) 
 
 }  // namespace
 
-TEST_CASE("dynamic maps equal the spec's Appendix A tables bit for bit (T1)") {
+TEST_CASE("dynamic maps equal the published table fingerprints bit for bit, FMA and no-FMA linspace") {
   CHECK(table_sha(signed8()) == "e732639a65f497b4ad684bb166a4467708255edd5207757de8b8f0c7e1fda89c");
   CHECK(table_sha(signed8(Linspace::NoFma)) == "dad4c269c3243d1705f6b979dccb61efb8d1074812ecf8d79255a82f60671763");
   CHECK(table_sha(unsigned8()) == "305f002cc11278fb769d13b25b9fd0c7c83c8402c40a878fe086f4039fde6398");
@@ -49,7 +51,7 @@ TEST_CASE("dynamic maps equal the spec's Appendix A tables bit for bit (T1)") {
   CHECK(count_differences(torchao_signed4(), torchao_signed4(Linspace::NoFma)) == 0);
 }
 
-TEST_CASE("spot entries (T2) and bitsandbytes' zero padding of the 4-bit map") {
+TEST_CASE("spot entries of the maps and bitsandbytes' zero padding of the 4-bit map") {
   const auto s8 = signed8(), u8 = unsigned8(), s4 = torchao_signed4();
   CHECK(bits(s8[0]) == f32_bits(0xBF7E3333));
   CHECK(bits(s8[126]) == f32_bits(0xB513A3B7));
@@ -66,7 +68,7 @@ TEST_CASE("spot entries (T2) and bitsandbytes' zero padding of the 4-bit map") {
   CHECK(std::count(bnb4.begin(), bnb4.end(), 0.0f) == 241);  // 240 padding zeros plus the map's own
 }
 
-TEST_CASE("ties and midpoints: torchao rounds up, bnb CUDA to even, bnb default and old CPU down (T3, T4)") {
+TEST_CASE("ties and midpoints: torchao rounds up, bnb CUDA to even, bnb default and old CPU down") {
   const auto s8 = signed8(), u8 = unsigned8();
   const BnbCpuLut lut8(s8);
   struct Row { std::span<const float> q; std::uint32_t y; int torchao, cuda, deflt, exact; };
@@ -97,12 +99,12 @@ TEST_CASE("ties and midpoints: torchao rounds up, bnb CUDA to even, bnb default 
       CHECK(in_q(exact_nearest(f(r.y), r.q, Ties::Lower)) == in_q(r.deflt));
     }
   }
-  // bitsandbytes' CPU lookup table: spec 2.5 worked inputs (column "bnb CPU LUT")
+  // bitsandbytes' CPU lookup table: the worked inputs' "bnb CPU table" column
   const auto in_s8 = [&](std::uint32_t c) { return code(c, s8); };
   CHECK(in_s8(lut8(f(0xB493A3B7))) == in_s8(123));
   CHECK(in_s8(lut8(f(0x3866AFCD))) == in_s8(132));
   CHECK(in_s8(lut8(f(0x35FF0381))) == in_s8(131));
-  CHECK(in_s8(lut8(0.0f)) == in_s8(131));  // an exact zero never gets the zero code (T10)
+  CHECK(in_s8(lut8(0.0f)) == in_s8(131));  // an exact zero never gets the zero code
   CHECK(code(BnbCpuLut(u8)(0.0f), u8) == code(7, u8));
   CHECK(in_s8(lut8(std::numeric_limits<float>::quiet_NaN())) == in_s8(0));
   CHECK(in_s8(torchao_search(std::numeric_limits<float>::quiet_NaN(), s8)) == in_s8(0));
@@ -124,7 +126,7 @@ TEST_CASE("the old bnb CPU search sends ties down") {
   CHECK(code(bnb_cpu_exact_search(2.0f, s8), s8) == code(255, s8));  // clamped
 }
 
-TEST_CASE("torchao blocks: scale floor, zero block, NaN and Inf blocks (T7, T9, T14, T15)") {
+TEST_CASE("torchao blocks: scale floor, zero block, absmax element, NaN and Inf blocks") {
   const auto s8 = signed8();
   std::vector<float> x(512, 0.0f);
   x[256] = -3.0f;
@@ -150,7 +152,7 @@ TEST_CASE("torchao blocks: scale floor, zero block, NaN and Inf blocks (T7, T9, 
   CHECK_THROWS_AS(blockwise::torchao_quantize(std::vector<float>(300), s8, 256), std::invalid_argument);
 }
 
-TEST_CASE("torchao FP8 state: scale by true division, the absmax element at 448 (T20, T21)") {
+TEST_CASE("torchao FP8 state: scale by true division, the absmax element at 448") {
   std::vector<float> x(256, 0.25f);
   x[7] = f(0x3F800004);
   x[8] = -0.0f;
@@ -160,7 +162,7 @@ TEST_CASE("torchao FP8 state: scale by true division, the absmax element at 448 
   CHECK(e4m3(q.codes[8]) == e4m3(0x80));
 }
 
-TEST_CASE("4-bit nibble packing puts the first element high (T8)") {
+TEST_CASE("4-bit nibble packing puts the first element high") {
   const std::vector<std::uint8_t> codes = {0x1, 0x2, 0xF, 0x0};
   const auto packed = blockwise::pack_nibbles(codes);
   CHECK(same_codes(packed, std::vector<std::uint8_t>{0x12, 0xF0}));
@@ -169,7 +171,7 @@ TEST_CASE("4-bit nibble packing puts the first element high (T8)") {
   CHECK(code(torchao_search(0.0f, u4), u4) == code(0, u4));  // no zero in the unsigned 4-bit map: 0 -> 0.0625 * scale
 }
 
-TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backends (T9, T13, T14)") {
+TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backends") {
   const auto s8 = signed8();
   std::vector<float> x(256 + 17, 0.5f);
   x[256] = 2.0f;

@@ -1,7 +1,7 @@
 // FP8 reference: decoding of every code, the documented encode behaviour of each implementation,
 // ties and boundaries against the multiprecision oracle, and exhaustive bf16 / f16 sweeps against
-// the independent checker. Expected codes come from the oracle or from ../shared/spec
-// codebook_and_fp8.md T17/T18 (read off the c10, cuda_fp8.hpp and ml_dtypes sources).
+// the independent checker. Expected codes come from the oracle or from the boundary tables of
+// docs/formats/fp8.md#boundary-inputs (read off the c10, cuda_fp8.hpp and ml_dtypes sources).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -111,9 +111,10 @@ TEST_CASE("decoded landmarks: largest finite, smallest normal and subnormal") {
   CHECK(is_inf(decode<E5M2>(0xFC)));
 }
 
-TEST_CASE("E4M3FN encode: spec T17, torch <= 2.12 (NaN on overflow), torch >= 2.13 and CUDA SATFINITE") {
-  // Expected codes: spec T17 (c10 and cuda_fp8.hpp read at the versions it cites); the torch >= 2.13
-  // column read off torch/headeronly/util/Float8_e4m3fn.h in the 2.13.0 and 2.15.0 wheels.
+TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), torch >= 2.13, CUDA SATFINITE") {
+  // Expected codes: docs/formats/fp8.md#boundary-inputs (c10 and cuda_fp8.hpp at the versions that
+  // page names); the torch >= 2.13 column read off torch/headeronly/util/Float8_e4m3fn.h in the
+  // 2.13.0 and 2.15.0 wheels.
   const Policy legacy = torch_eager_legacy<E4M3FN>();
   const Policy torch = torch_eager<E4M3FN>();
   const Policy sat = cuda_satfinite();
@@ -155,7 +156,7 @@ TEST_CASE("E4M3FN encode: spec T17, torch <= 2.12 (NaN on overflow), torch >= 2.
   CHECK(torch_eager<E5M2>() == torch_eager_legacy<E5M2>());
 }
 
-TEST_CASE("E5M2 encode: spec T18, torch, CUDA SATFINITE and ml_dtypes NaN") {
+TEST_CASE("E5M2 encode at the boundaries: torch, CUDA SATFINITE and ml_dtypes NaN") {
   const Policy torch = torch_eager_legacy<E5M2>();
   const Policy sat = cuda_satfinite();
   struct Row { float x; std::uint8_t torch, sat; };

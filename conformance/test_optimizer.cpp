@@ -1,7 +1,8 @@
-// Optimizer steps: the behaviours the spec (codebook_and_fp8.md §4, T9-T28) states for the official
-// kernels and that the golden files cannot reach: bitsandbytes' CUDA kernel (no GPU here), edge
-// cases of torchao's bf16 stochastic rounding and float32 step counter. Expected values come from
-// the spec's reading of the official code, never from running the reference.
+// Optimizer steps: behaviours of the official kernels that the golden files cannot reach:
+// bitsandbytes' CUDA kernel (no GPU here), edge cases of torchao's bf16 stochastic rounding and
+// float32 step counter. Expected values come from the official code as
+// docs/formats/bnb-adam8bit.md#the-cuda-kernel-bnbadam8bitcuda-an-ieee-model and
+// docs/formats/torchao-adam.md#arithmetic-eager-float32 state it, never from running the reference.
 #include <doctest/doctest.h>
 
 #include <cfloat>
@@ -45,7 +46,7 @@ BnbRun bnb_cuda(std::vector<float> grad, std::int32_t step = 1, double wd = 0.0)
 
 }  // namespace
 
-TEST_CASE("bnb CUDA: 1 - beta is computed from the float32 beta (T24)") {
+TEST_CASE("bnb CUDA: 1 - beta is computed from the float32 beta, torchao's from the double") {
   const auto s = optimizer::bnb_adam_cuda_scalars({}, 1);
   CHECK(bits(s.w1) == f32_bits(0x3DCCCCD0u));
   CHECK(bits(s.w2) == f32_bits(0x3A831200u));
@@ -54,7 +55,7 @@ TEST_CASE("bnb CUDA: 1 - beta is computed from the float32 beta (T24)") {
   CHECK(bits(t.w2) == f32_bits(0x3A83126Fu));
 }
 
-TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block to 255 (T9, T11, T22)") {
+TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block to 255") {
   std::vector<float> grad(256, 0.5f);
   grad[3] = 0.0f;   // s1 = -0*b1 + (1-b1)*0 = +0: code 127, sign matches
   grad[4] = -0.0f;  // s1 = -0: searched to 127 (+0), the sign fix steps down to 126
@@ -74,7 +75,7 @@ TEST_CASE("bnb CUDA: the sign fix sends a signed zero to 126, an all-zero block 
   for (std::uint8_t c : negative_zeros.m.codes) CHECK(m(c) == m(0));
 }
 
-TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the parameter (T16)") {
+TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the parameter") {
   std::vector<float> grad(300, 0.25f);
   grad[10] = NAN;
   grad[11] = INFINITY;
@@ -90,7 +91,7 @@ TEST_CASE("bnb CUDA: a NaN or Inf gradient resets the moments and leaves the par
   CHECK(value(r.m.scale[0]) == value(r.m.scale[1]));  // both blocks: absmax from the finite gradients only
 }
 
-TEST_CASE("bnb CUDA: the tail block's padding slots enter the new absmax (T13)") {
+TEST_CASE("bnb CUDA: the tail block's padding slots enter the new absmax") {
   // 256 + 17 elements; step 1 fills both blocks, step 2 resets the tail's real elements (NaN
   // gradients): only the padding, state1 code 128 scaled by the old absmax and decayed, remains.
   std::vector<float> grad(273, 0.5f);
@@ -117,7 +118,7 @@ TEST_CASE("bnb CUDA: decoupled weight decay after the update") {
   CHECK(bits(decayed.param[0]) == bits(plain.param[0] * factor));
 }
 
-TEST_CASE("bf16 stochastic rounding: draw against the low 16 bits (T27)") {
+TEST_CASE("bf16 stochastic rounding: draw against the low 16 bits") {
   const float x = float_from_bits(0x3F80'0001u);  // fraction 1
   CHECK(bf16(bf16_stochastic_round(x, 0)) == bf16(0x3F81));       // r = 0 < fraction: away from zero
   CHECK(bf16(bf16_stochastic_round(x, 1)) == bf16(0x3F80));       // r = fraction: truncate
@@ -136,7 +137,7 @@ TEST_CASE("bf16 nearest-even write-back: ties to even, overflow to Inf") {
   CHECK(bf16(bf16_round_nearest_even(FLT_MAX)) == bf16(0x7F80));
 }
 
-TEST_CASE("torchao: the float32 step counter stops at 2^24 (T23)") {
+TEST_CASE("torchao: the float32 step counter stops at 2^24") {
   std::vector<float> param(4, 1.0f), grad(4, 0.1f);
   Moment m, v;
   m.values.assign(4, 0.0f);

@@ -18,8 +18,9 @@ For every expected case in --cases (made by `lowbit golden generate --format coa
      the reference kernel's *unquantized* new moments. For step-1 cases (fresh state, m0 = v0 = 0)
      these are exact: m = RN((1 - b1) * g), v = RN(g * RN((1 - b2) * g)) in float32, the kernel's
      own expressions. For later steps they are rebuilt from the stored state with a float64
-     dequantization rounded to float32 (correctly rounded pow instead of CUDA's powf; spec §7.3
-     says they differ in about 0.06 % of calls), so those are marked `approx` in the summary.
+     dequantization rounded to float32 (correctly rounded pow instead of CUDA's powf, which is
+     not correctly rounded: docs/formats/coat-optimizer.md#libdevice-log2f-and-powf-cuda-130), so
+     those are marked `approx` in the summary.
      `param.next` is copied from the expected case in this mode (not part of the comparison).
 4. writes an "actual" case with the expected case's inputs and metadata and the PR's outputs, and
 5. runs `lowbit compare EXPECTED ACTUAL --report OUT/<mode>/<case>.json` and collects the result.
@@ -151,8 +152,9 @@ def f32(x):
 
 
 def ref_moments(t, hp):
-    """The reference kernel's unquantized new moments (spec §4.1). Exact when the old state is the
-    fresh one (m0 = v0 = 0); otherwise m0, v0 come from a float64 dequantization (approximate)."""
+    """The reference kernel's unquantized new moments (docs/formats/coat-optimizer.md, arithmetic
+    step 2: m = fma(m0, b1, RN(w1 g)), v = fma(v0, b2, RN(g RN(w2 g)))). Exact when the old state is
+    the fresh one (m0 = v0 = 0); otherwise m0, v0 come from a float64 dequantization (approximate)."""
     g = t["grad"].float()
     b1, b2 = f32(hp["beta1"]), f32(hp["beta2"])
     w1 = torch.tensor(1.0, dtype=torch.float32) - torch.tensor(b1, dtype=torch.float32)
@@ -166,7 +168,8 @@ def ref_moments(t, hp):
         c = t[f"{name}.centre"].double().view(-1, 1)
         d = (codes * s).float().double()  # RN(float(code) * s)
         # exact only for a fresh-like state: every d = 0 and 1/k > 0 (a k = +inf group dequantizes
-        # to +-c, spec §4.4, so it must take the general path)
+        # to +-c, docs/formats/coat-optimizer.md#groups-with-one-magnitude, so it must take the
+        # general path)
         if bool((d == 0).all()) and bool((torch.isfinite(k) & (k > 0)).all()):
             m0s.append(torch.zeros_like(g))
             continue

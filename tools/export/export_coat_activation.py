@@ -11,7 +11,8 @@ removed tl.make_block_ptr, which COAT uses: this exporter installs a small shim 
 tensor + bounds mask, out-of-bounds loads read 0), and an autotuner benchmark stand-in that runs
 every config once (there is no GPU driver to time them).
 
-    mkdir -p /tmp/coat && git --git-dir=/work/.mirror/NVlabs+COAT/repo archive HEAD coat | tar -x -C /tmp/coat
+    git clone https://github.com/NVlabs/COAT /tmp/coat-repo
+    mkdir -p /tmp/coat && git -C /tmp/coat-repo archive 80ec99f coat | tar -x -C /tmp/coat
     .venv/bin/python tools/export/export_coat_activation.py --coat-src /tmp/coat --out golden
     .venv/bin/python tools/export/export_coat_activation.py --coat-src /tmp/coat --out /tmp/g --diff-against golden
 """

@@ -18,7 +18,8 @@ autotuner benchmark stand-in that runs each config once (no GPU driver to time t
 COAT is read from a checkout (--coat-src) and imported module by module, without its package
 __init__ files; COAT's files are not modified.
 
-    mkdir -p /tmp/coat && git --git-dir=/work/.mirror/NVlabs+COAT/repo archive HEAD coat | tar -x -C /tmp/coat
+    git clone https://github.com/NVlabs/COAT /tmp/coat-repo
+    mkdir -p /tmp/coat && git -C /tmp/coat-repo archive 80ec99f coat | tar -x -C /tmp/coat
     .venv/bin/python tools/export/export_coat_fake.py --coat-src /tmp/coat --out golden
     .venv/bin/python tools/export/export_coat_fake.py --coat-src /tmp/coat --out /tmp/g --diff-against golden
 """

@@ -41,7 +41,7 @@ struct AuditOptions {
 };
 
 struct Source {
-  std::string name;           // the spec, or FILE:tensor
+  std::string name;           // the input spec, or FILE:tensor
   std::string state_tensor;   // non-empty: a tensor of the --state file
 };
 

@@ -93,7 +93,7 @@ Case advanced(const Case& done) {
 }
 
 // Optimizer formats: the parameter from the input spec, a fresh state, then `steps` steps with a
-// new gradient each (the spec reseeded), one case per step named <spec>.step<k>.
+// new gradient each (the input spec reseeded), one case per step named <spec>.step<k>.
 template <typename WriteOne>
 void run_steps(const FormatSpec& spec, const nlohmann::json& params, const InputSpec& s, int steps, WriteOne& write_one) {
   Case state;
