@@ -18,8 +18,8 @@ cd "$root" || exit 2
 
 # Text files that hold comments, policies or documentation. Build trees, virtual environments and
 # this checker and its self-test (which spell the forbidden patterns out) are not scanned.
-mapfile -t files < <(find . \( -name .git -o -name 'build*' -o -name .venv -o -name node_modules \
-                                -o -name __pycache__ \) -prune -o -type f \
+mapfile -t files < <(find . -type d \( -name .git -o -name 'build*' -o -name .venv -o -name node_modules \
+                                         -o -name __pycache__ \) -prune -o -type f \
                        \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
                           -o -name '*.md' -o -name '*.json' -o -name '*.py' -o -name '*.sh' -o -name '*.txt' \
                           -o -name '*.cmake' -o -name '*.toml' -o -name '*.yml' -o -name '*.yaml' \) \
