@@ -217,3 +217,172 @@ TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the 
     CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
   }
 }
+
+namespace {
+
+std::size_t count_lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
+
+std::vector<std::string> files_under(const fs::path& root) {
+  std::vector<std::string> files;
+  if (!fs::exists(root)) return files;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.is_regular_file()) files.push_back(fs::relative(e.path(), root).generic_string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("golden check and conform refuse a folder without MANIFEST.json, a missing path and a file: exit 2, one line") {
+  TempDir dir;
+  fs::create_directories(dir.path / "empty");
+  { std::ofstream(dir / "file.txt") << "not a folder\n"; }
+  for (const std::string& folder : {dir / "empty", dir / "missing", dir / "file.txt"}) {
+    for (const std::string& command : {std::string("golden check --golden "), std::string("conform --golden ")}) {
+      CAPTURE(command + folder);
+      const Run r = lowbit_cli(command + folder);
+      CHECK(r.code == 2);
+      CHECK(r.output.rfind("lowbit: error: ", 0) == 0);
+      CHECK(r.output.find(folder) != std::string::npos);
+      CHECK(count_lines(r.output) == 1);
+    }
+  }
+}
+
+TEST_CASE("golden generate is all or nothing: an --input that fails writes no file and is named in the error") {
+  TempDir dir;
+  const std::string g = dir / "g";
+  REQUIRE(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input normal:n=10 --out " + g).code == 0);
+  const std::vector<std::string> before = files_under(g);
+  const std::string manifest_before = slurp(dir.path / "g/MANIFEST.json");
+  // the first input makes two steps; the second fails in the reference (torchao quantizes >= 4096 elements only)
+  for (const std::string& out : {g, dir / "fresh"}) {
+    CAPTURE(out);
+    const Run r = lowbit_cli("golden generate --format torchao.adam.codebook8 --input normal:n=4096 --input normal:n=300 "
+                             "--steps 2 --out " + out);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("--input 'normal:n=300'") != std::string::npos);
+    CHECK(count_lines(r.output) == 1);
+  }
+  CHECK(files_under(g) == before);
+  CHECK(slurp(dir.path / "g/MANIFEST.json") == manifest_before);
+  CHECK_FALSE(fs::exists(dir.path / "fresh"));
+}
+
+TEST_CASE("golden generate: params that differ from the defaults name the case, so both cases are kept") {
+  TempDir dir;
+  const std::string g = dir / "g", folder = dir / "g/bnb.adam8bit.cpu/";
+  const std::string args = "golden generate --format bnb.adam8bit.cpu --input normal:n=300,std=0.1 --out " + g;
+  REQUIRE(lowbit_cli(args).code == 0);
+  REQUIRE(lowbit_cli(args + " --param lr=0.01 --param beta1=0.9").code == 0);  // beta1 is the default: not in the name
+  const std::string plain = folder + "normal.n300.std0.1.step1.safetensors";
+  const std::string fast = folder + "normal.n300.std0.1.lr-0.01.step1.safetensors";
+  REQUIRE(fs::exists(plain));
+  REQUIRE(fs::exists(fast));
+  CHECK(files_under(folder).size() == 2);
+  CHECK(read_case(plain).params().at("lr") == 0.001);
+  CHECK(read_case(fast).params().at("lr") == 0.01);
+  CHECK(read_case(plain).require("param.next").bytes != read_case(fast).require("param.next").bytes);
+  const Run check = lowbit_cli("golden check --golden " + g);
+  CHECK(check.code == 0);
+  CHECK(check.output.find("2 files listed, 2 verified") != std::string::npos);
+}
+
+TEST_CASE("golden generate: the same case again is fine; a different case under its name needs --replace") {
+  TempDir dir;
+  const std::string g = dir / "g", folder = dir / "g/fp8.e4m3fn.nan/";
+  const std::string args = "golden generate --format fp8.e4m3fn.nan --input normal:n=64 --out " + g;
+  REQUIRE(lowbit_cli(args).code == 0);
+  REQUIRE(lowbit_cli("golden generate --format fp8.e4m3fn.nan --input normal:n=64,std=9 --out " + g).code == 0);
+  const std::string target = folder + "normal.n64.safetensors", other = folder + "normal.n64.std9.safetensors";
+  const std::string original = slurp(target);
+  const std::string manifest = slurp(dir.path / "g/MANIFEST.json");
+
+  const Run again = lowbit_cli(args);
+  CHECK(again.code == 0);
+  CHECK(slurp(target) == original);
+  CHECK(slurp(dir.path / "g/MANIFEST.json") == manifest);
+
+  // another case put under that name (an edit, or an older reference) is refused, named, and kept
+  fs::copy_file(other, target, fs::copy_options::overwrite_existing);
+  const Run refused = lowbit_cli(args);
+  CHECK(refused.code == 2);
+  CHECK(refused.output.find(target) != std::string::npos);
+  CHECK(refused.output.find("--replace") != std::string::npos);
+  CHECK(count_lines(refused.output) == 1);
+  CHECK(slurp(target) == slurp(other));
+  const Run replaced = lowbit_cli(args + " --replace");
+  CHECK(replaced.code == 0);
+  CHECK(slurp(target) == original);
+  CHECK(lowbit_cli("golden check --golden " + g).code == 0);
+}
+
+TEST_CASE("golden generate --param lr sets every optimizer format's learning rate") {
+  TempDir dir;
+  const std::string g = dir / "g";
+  // torchao holds lr as a float32 tensor in the case: 0.01 rounds to 0x3C23D70A
+  REQUIRE(lowbit_cli("golden generate --format torchao.adam.fp8 --param lr=0.01 --input normal:n=4096,std=0.1 --steps 2 "
+                     "--out " + g).code == 0);
+  for (const char* step : {"step1", "step2"}) {
+    CAPTURE(step);
+    const Case c = read_case(g + "/torchao.adam.fp8/normal.n4096.std0.1.lr-0.01." + step + ".safetensors");
+    CHECK(c.require("lr").bits_at(0) == 0x3C23D70Au);
+    CHECK(c.params().at("lr") == 0.01);
+  }
+  // bitsandbytes and COAT take lr as a parameter of the step: a larger rate moves the parameter further
+  for (const std::string format : {"bnb.adam8bit.cuda", "coat.optim.origin.e4m3", "coat.optim.expand.e4m3"}) {
+    CAPTURE(format);
+    const std::string base = "golden generate --format " + format + " --input normal:n=256,std=0.1 --out " + g;
+    REQUIRE(lowbit_cli(base).code == 0);
+    REQUIRE(lowbit_cli(base + " --param lr=0.1").code == 0);
+    const Case slow = read_case(g + "/" + format + "/normal.n256.std0.1.step1.safetensors");
+    const Case fast = read_case(g + "/" + format + "/normal.n256.std0.1.lr-0.1.step1.safetensors");
+    const std::vector<float> p = slow.require("param").f32(), a = slow.require("param.next").f32(),
+                             b = fast.require("param.next").f32();
+    double moved_slow = 0, moved_fast = 0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      moved_slow += std::abs(double(a[i]) - p[i]);
+      moved_fast += std::abs(double(b[i]) - p[i]);
+    }
+    CHECK(moved_fast > 50 * moved_slow);
+  }
+  CHECK(lowbit_cli("conform --golden " + g).code == 0);
+
+  // a case whose params name an lr its lr tensor does not hold is refused, naming both
+  Case c = read_case(g + "/torchao.adam.fp8/normal.n4096.std0.1.lr-0.01.step1.safetensors");
+  nlohmann::json p = c.params();
+  p["lr"] = 0.02;
+  c.metadata["params"] = p.dump();
+  CHECK_THROWS_WITH_AS(run_reference(*find_format("torchao.adam.fp8"), c),
+                       doctest::Contains("'lr'"), CaseError);
+}
+
+TEST_CASE("golden generate: each bad option is one error line, exit 2, naming the option or file") {
+  TempDir dir;
+  const std::string g = dir / "g";
+  fs::create_directories(dir.path / "bad");
+  { std::ofstream(dir / "bad/MANIFEST.json") << "{\"files\": 3}\n"; }
+  { std::ofstream(dir / "plain.txt") << "x\n"; }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--format no.such --input edges --out " + g, "--format"},
+      {"--format fp8.e4m3fn.nan --param nope=1 --input edges --out " + g, "--param"},
+      {"--format fp8.e4m3fn.nan --param oops --input edges --out " + g, "--param"},
+      {"--format fp8.e4m3fn.nan --input edges", "--out"},
+      {"--format fp8.e4m3fn.nan --out " + g, "--input"},
+      {"--format fp8.e4m3fn.nan --input gauss --out " + g, "--input"},
+      {"--format torchao.qmap --input edges --out " + g, "--input"},
+      {"--format fp8.e4m3fn.nan --input edges --steps 2 --out " + g, "--steps"},
+      {"--format bnb.adam8bit.cpu --input edges --steps 0 --out " + g, "--steps"},
+      {"--format fp8.e4m3fn.nan --input edges --out " + (dir / "bad"), dir / "bad/MANIFEST.json"},
+      {"--format fp8.e4m3fn.nan --input edges --out " + (dir / "plain.txt"), dir / "plain.txt"},
+  };
+  for (const auto& [args, named] : cases) {
+    CAPTURE(args);
+    const Run r = lowbit_cli("golden generate " + args);
+    CHECK(r.code == 2);
+    CHECK(r.output.rfind("lowbit: error: ", 0) == 0);
+    CHECK(r.output.find(named) != std::string::npos);
+    CHECK(count_lines(r.output) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir.path / "g"));
+}

@@ -133,11 +133,14 @@ void note_input_file(const std::string& path) {
   if (r.on) r.inputs.push_back(resolved(path));
 }
 
-void write_file_atomically(const std::string& path, std::string_view contents) {
+namespace {
+
+// The contents in a complete temporary file beside `path` (whose InFlight the caller holds);
+// returns the temporary's name.
+std::string write_temporary(const std::string& path, std::string_view contents) {
   require_regular_target(path);
   check_against_run(path);
   const std::string tmp = temporary_beside(path);
-  const InFlight in_flight(tmp);
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (!f) fail(path, std::strerror(errno));
   const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
@@ -147,12 +150,50 @@ void write_file_atomically(const std::string& path, std::string_view contents) {
     std::remove(tmp.c_str());
     fail(path, std::strerror(err));
   }
+  return tmp;
+}
+
+void rename_into_place(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     std::remove(tmp.c_str());
     fail(path, std::strerror(err));
   }
   note_output(path);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, std::string_view contents) {
+  const InFlight in_flight(temporary_beside(path));
+  rename_into_place(write_temporary(path, contents), path);
+}
+
+struct FileBatch::Staged {
+  explicit Staged(const std::string& path) : target(path), tmp(temporary_beside(path)), in_flight(tmp) {}
+  std::string target, tmp;
+  InFlight in_flight;  // a signal removes the temporary until it is renamed
+};
+
+FileBatch::FileBatch() = default;
+
+FileBatch::~FileBatch() {
+  for (const auto& s : staged_) std::remove(s->tmp.c_str());  // a renamed one is gone: nothing happens
+}
+
+void FileBatch::stage(const std::string& path, std::string_view contents) {
+  for (const auto& s : staged_)
+    if (same_file(s->target, path)) fail(path, "it is already staged in this batch");
+  auto s = std::make_unique<Staged>(path);
+  write_temporary(path, contents);
+  staged_.push_back(std::move(s));
+}
+
+void FileBatch::publish() {
+  // Renames within one folder do not fail for want of space; should one fail anyway, the files
+  // renamed before it are in place and the rest (the manifest last) are not.
+  for (const auto& s : staged_) rename_into_place(s->tmp, s->target);
+  staged_.clear();
 }
 
 void ensure_writable(const std::string& path) {

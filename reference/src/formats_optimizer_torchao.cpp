@@ -1,6 +1,7 @@
 // Registry entries of torchao's Adam/AdamW step: on 8-bit, 4-bit and FP8 states, and on the dense
 // states torchao keeps for small tensors. A case holds the state before the step (param, grad, step,
-// lr, the moments) and after it (the same names with ".next"). Params `amsgrad` and
+// lr, the moments) and after it (the same names with ".next"). Param `lr` is the value a fresh
+// state's lr tensor starts with (golden generate); the step reads the tensor. Params `amsgrad` and
 // `bf16_stochastic_round` add the max_exp_avg_sq moment and the sr_random draws (int32, one per
 // element). The parameter, grad and dense states are F32 or BF16, as torch held them.
 #include <stdexcept>
@@ -21,9 +22,20 @@ using namespace optimizer_io;
 
 const char* const kMoments[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
 
+// torchao passes lr as a float32 tensor, so the step reads the case's lr tensor; a case whose params
+// also name an lr (generated ones do) must hold that value, rounded to float32, in the tensor.
+float lr_of(const Case& in) {
+  const float lr = scalar(in, "lr");
+  const nlohmann::json given = in.params();
+  if (given.contains("lr") && (!given.at("lr").is_number() || static_cast<float>(given.at("lr").get<double>()) != lr))
+    throw CaseError(in.origin + ": params 'lr' " + given.at("lr").dump() + " disagrees with tensor 'lr' (" +
+                    nlohmann::json(lr).dump() + ")");
+  return lr;
+}
+
 optimizer::AdamHyper hyper_from(const Case& in, const nlohmann::json& p) {
   optimizer::AdamHyper h;
-  h.lr = scalar(in, "lr");
+  h.lr = lr_of(in);
   h.beta1 = p.at("beta1").get<double>();
   h.beta2 = p.at("beta2").get<double>();
   h.eps = p.at("eps").get<double>();
@@ -136,7 +148,7 @@ Case torchao_fresh_state(std::span<const float> param, const nlohmann::json& p, 
   c.add(Tensor::from_f32("param", flat(n), param));
   c.add(Tensor::from_f32("grad", flat(n), std::vector<float>(n, 0.0f)));
   c.add(Tensor::from_f32("step", {}, std::vector<float>{0.0f}));
-  c.add(Tensor::from_f32("lr", {}, std::vector<float>{1e-3f}));
+  c.add(Tensor::from_f32("lr", {}, std::vector<float>{static_cast<float>(p.at("lr").get<double>())}));  // torch.tensor(lr)
   std::vector<std::string> moments = {"exp_avg", "exp_avg_sq"};
   if (p.at("amsgrad").get<bool>()) moments.push_back("max_exp_avg_sq");
   for (const std::string& name : moments) {
@@ -170,8 +182,9 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
                   "unquantized moments update the parameter (float32 or bf16, optionally stochastically rounded), "
                   "then the moments are stored";
   f.provenance = "torchao 0.18 optim/adam.py single_param_adam (eager), on optim/" + state_class(kind, variant);
-  f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8},       {"weight_decay", 0.0},
-                      {"adamw", true}, {"amsgrad", false}, {"bf16_stochastic_round", false}};
+  f.default_params = {{"lr", 1e-3},      {"beta1", 0.9},     {"beta2", 0.999},
+                      {"eps", 1e-8},     {"weight_decay", 0.0}, {"adamw", true},
+                      {"amsgrad", false}, {"bf16_stochastic_round", false}};
   if (kind != TorchaoState::Dense) f.default_params["block_size"] = default_block;
   if (kind == TorchaoState::Fp8) {
     f.default_params["overflow"] = "satfinite";

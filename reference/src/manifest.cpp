@@ -13,8 +13,6 @@ namespace lowbit {
 
 namespace {
 
-std::string manifest_path(const std::string& dir) { return (std::filesystem::path(dir) / "MANIFEST.json").string(); }
-
 void check_relative(const std::string& path, const std::string& origin) {
   const std::filesystem::path p(path);
   bool escapes = p.empty() || p.is_absolute();
@@ -24,6 +22,8 @@ void check_relative(const std::string& path, const std::string& origin) {
 }
 
 }  // namespace
+
+std::string manifest_path(const std::string& dir) { return (std::filesystem::path(dir) / "MANIFEST.json").string(); }
 
 Manifest read_manifest(const std::string& dir) {
   const std::string path = manifest_path(dir);
@@ -45,7 +45,14 @@ Manifest read_manifest(const std::string& dir) {
   return m;
 }
 
-void write_manifest(const std::string& dir, const Manifest& m) {
+Manifest read_golden_manifest(const std::string& dir) {
+  const std::string path = manifest_path(dir);
+  if (!std::filesystem::exists(path)) throw CaseError("no golden cases: " + path + " does not exist (give --golden DIR)");
+  if (!std::filesystem::is_regular_file(path)) throw CaseError("no golden cases: " + path + " is not a file");
+  return read_manifest(dir);
+}
+
+std::string manifest_json(const Manifest& m) {
   std::vector<ManifestEntry> files = m.files;
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   nlohmann::json j;
@@ -54,13 +61,19 @@ void write_manifest(const std::string& dir, const Manifest& m) {
   for (const auto& e : files)
     j["files"].push_back({{"path", e.path}, {"sha256", e.sha256}, {"size", e.size}, {"format", e.format},
                           {"source", e.source}, {"function", e.function}, {"generator", e.generator}});
-  write_file_atomically(manifest_path(dir), j.dump(2) + "\n");
+  return j.dump(2) + "\n";
 }
+
+void write_manifest(const std::string& dir, const Manifest& m) { write_file_atomically(manifest_path(dir), manifest_json(m)); }
 
 ManifestEntry describe_case_file(const std::string& dir, const std::string& relative_path) {
   const std::string full = (std::filesystem::path(dir) / relative_path).string();
-  const auto bytes = read_file_bytes(full);
-  const Case c = parse_case(bytes, full);
+  return describe_case_bytes(relative_path, read_file_bytes(full), full);
+}
+
+ManifestEntry describe_case_bytes(const std::string& relative_path, std::span<const std::uint8_t> bytes,
+                                  const std::string& origin) {
+  const Case c = parse_case(bytes, origin);
   return {relative_path, sha256_hex(bytes), bytes.size(), c.format(), c.meta("source"), c.meta("function"),
           c.meta("generator")};
 }
@@ -72,6 +85,12 @@ std::vector<const ManifestEntry*> select_entries(const Manifest& m, const std::s
     if (fnmatch(format_glob.c_str(), e.format.c_str(), 0) == 0 && fnmatch(path_glob.c_str(), e.path.c_str(), 0) == 0)
       selected.push_back(&e);
   return selected;
+}
+
+const ManifestEntry* find_entry(const Manifest& m, const std::string& relative_path) {
+  for (const ManifestEntry& e : m.files)
+    if (e.path == relative_path) return &e;
+  return nullptr;
 }
 
 void upsert(Manifest& m, ManifestEntry e) {
@@ -103,13 +122,11 @@ Case read_case_guarded(const std::string& path) {
   for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
     if (fs::exists(dir / "MANIFEST.json")) {
       const Manifest m = read_manifest(dir.string());
-      const std::string relative = file.lexically_relative(dir).generic_string();
-      for (const ManifestEntry& e : m.files)
-        if (e.path == relative) {
-          Case c = read_verified_case(dir.string(), e);
-          c.origin = path;
-          return c;
-        }
+      if (const ManifestEntry* e = find_entry(m, file.lexically_relative(dir).generic_string())) {
+        Case c = read_verified_case(dir.string(), *e);
+        c.origin = path;
+        return c;
+      }
     }
     if (dir == dir.root_path()) break;
   }

@@ -28,12 +28,7 @@ struct FormatTally {
 
 int run_conform(ConformOptions o) {
   o.output.prepare();
-  // read_manifest takes a missing manifest for an empty one (golden generate starts from it); here
-  // it means the golden cases are not where they were looked for, which must not pass as "nothing to check".
-  const std::filesystem::path manifest_file = std::filesystem::path(o.golden) / "MANIFEST.json";
-  if (!std::filesystem::is_regular_file(manifest_file))
-    throw UsageError("no golden cases: " + manifest_file.string() + " does not exist (give --golden DIR)");
-  const Manifest manifest = read_manifest(o.golden);
+  const Manifest manifest = read_golden_manifest(o.golden);
   const std::vector<const ManifestEntry*> selected = select_entries(manifest, o.format_glob);
   if (selected.empty()) {
     throw UsageError(fmt::format("no golden case in {} matches format '{}' ({} listed in its MANIFEST.json): nothing to check",

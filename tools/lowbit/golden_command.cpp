@@ -4,12 +4,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string_view>
 
 #include "command.hpp"
+#include "lowbit/atomic_file.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/generators.hpp"
 #include "lowbit/manifest.hpp"
-#include "lowbit/sha256.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
 
@@ -22,7 +23,8 @@ struct GenerateOptions {
   std::vector<std::string> params;  // K=V, V parsed as JSON when it parses, else taken as a string
   std::vector<std::string> inputs;
   std::string out;
-  int steps = 1;  // optimizer formats: consecutive steps, one case each
+  int steps = 1;         // optimizer formats: consecutive steps, one case each
+  bool replace = false;  // overwrite an existing case of the same name that differs
 };
 
 nlohmann::json parse_params(const std::vector<std::string>& items) {
@@ -43,17 +45,29 @@ std::string sanitized(std::string name) {
   return name;
 }
 
-// "normal:n=4096,seed=3" -> "normal.n4096.seed3": readable and stable.
-std::string case_file_name(const InputSpec& spec) {
-  std::string name = spec.kind;
-  for (const auto& [k, v] : spec.args) name += "." + k + v;
-  return sanitized(name) + ".safetensors";
+std::string param_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The params that differ from the format's defaults, as a name part ".lr-0.01.adamw-false" (key
+// order), empty when all are defaults: cases that differ only in their params get different names,
+// and the names of default cases stay as they were.
+std::string differing_params(const FormatSpec& format, const nlohmann::json& params) {
+  std::string part;
+  for (const auto& [k, v] : params.items())
+    if (!format.default_params.contains(k) || format.default_params.at(k) != v) part += "." + k + "-" + param_value_text(v);
+  return part;
 }
 
-// A case without generated inputs (a table) is named after its parameters: "map-signed8.linspace-fma".
+// "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable (no extension).
+std::string case_stem(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  std::string name = spec.kind;
+  for (const auto& [k, v] : spec.args) name += "." + k + v;
+  return sanitized(name + differing_params(format, params));
+}
+
+// A case without generated inputs (a table) is named after all its parameters: "linspace-fma.map-signed8".
 std::string params_file_name(const nlohmann::json& params) {
   std::string name;
-  for (const auto& [k, v] : params.items()) name += (name.empty() ? "" : ".") + k + "-" + (v.is_string() ? v.get<std::string>() : v.dump());
+  for (const auto& [k, v] : params.items()) name += (name.empty() ? "" : ".") + k + "-" + param_value_text(v);
   return sanitized(name.empty() ? "case" : name) + ".safetensors";
 }
 
@@ -93,26 +107,125 @@ Case advanced(const Case& done) {
 }
 
 // Optimizer formats: the parameter from the input spec, a fresh state, then `steps` steps with a
-// new gradient each (the input spec reseeded), one case per step named <spec>.step<k>.
-template <typename WriteOne>
-void run_steps(const FormatSpec& spec, const nlohmann::json& params, const InputSpec& s, int steps, WriteOne& write_one) {
-  Case state;
-  try {
-    state = spec.fresh_state(generate_inputs(s, spec, params), params);
-  } catch (const std::runtime_error& e) {
-    throw UsageError(e.what());
-  }
-  std::string base = case_file_name(s);
-  base = base.substr(0, base.size() - std::string(".safetensors").size());
+// new gradient each (the input spec reseeded), one case per step named <stem>.step<k>.
+template <typename MakeOne>
+void run_steps(const FormatSpec& spec, const nlohmann::json& params, const InputSpec& s, int steps, MakeOne& make_one) {
+  Case state = spec.fresh_state(generate_inputs(s, spec, params), params);
+  const std::string stem = case_stem(s, spec, params);
   for (int k = 1; k <= steps; ++k) {
     const InputSpec grad_spec = reseeded(s, s.seed() + static_cast<std::uint64_t>(k));
     const std::vector<float> grad = generate_inputs(grad_spec, spec, params);
     state.add(Tensor::from_f32("grad", state.require("param").shape, grad));
-    const std::string name = base + ".step" + std::to_string(k) + ".safetensors";
+    const std::string name = stem + ".step" + std::to_string(k) + ".safetensors";
     const std::string described = s.text + " (param; step " + std::to_string(k) + "'s gradient: the same spec with seed " +
                                   std::to_string(grad_spec.seed()) + ")";
-    state = advanced(write_one(state, name, described, s.seed()));
+    state = advanced(make_one(state, name, described, s.seed()));
   }
+}
+
+// A case made in memory, not yet written.
+struct GeneratedCase {
+  std::string relative;  // <format>/<name>.safetensors under --out
+  std::vector<std::uint8_t> bytes;
+  std::string origin;  // what asked for it, for errors: "--input 'normal:n=300'"
+};
+
+// An error while making one --input's cases, naming that input (the generators' messages may already).
+UsageError input_error(const std::string& text, const std::exception& e) {
+  const std::string what = e.what();
+  if (what.find("'" + text + "'") != std::string::npos) return UsageError("--input: " + what);
+  return UsageError("--input '" + text + "': " + what);
+}
+
+// Every case the options ask for, made in memory before anything is written.
+std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
+                                          const std::vector<InputSpec>& specs, bool takes_input, int steps) {
+  std::vector<GeneratedCase> made;
+  std::string origin;
+  auto make_one = [&](Case in, const std::string& file_name, const std::string& input_text, std::uint64_t seed) {
+    if (spec.auxiliary_inputs)
+      for (Tensor& t : spec.auxiliary_inputs(params)) in.add(std::move(t));
+    in.metadata = {{"format", spec.name},
+                   {"params", params.dump()},
+                   {"source", std::string("lowbit ") + version()},
+                   {"function", spec.provenance},
+                   {"seed", std::to_string(seed)},
+                   {"input", input_text},
+                   {"generator", std::string("lowbit golden generate ") + version()}};
+    Case c = run_reference(spec, in);
+    made.push_back({spec.name + "/" + file_name, serialize_case(c), origin});
+    return c;
+  };
+  if (!takes_input) {
+    origin = "--format " + spec.name;
+    make_one(Case{}, params_file_name(params), "none", 0);
+  }
+  for (const InputSpec& s : specs) {
+    origin = "--input '" + s.text + "'";
+    try {
+      if (spec.fresh_state) {
+        run_steps(spec, params, s, steps, make_one);
+        continue;
+      }
+      const std::vector<float> values = generate_inputs(s, spec, params);
+      Case in;
+      in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
+      make_one(std::move(in), case_stem(s, spec, params) + ".safetensors", s.text, s.seed());
+    } catch (const std::exception& e) {
+      throw input_error(s.text, e);
+    }
+  }
+  return made;
+}
+
+// Writes the cases and the updated manifest all together or not at all. A case whose file (or
+// manifest entry) already holds different bytes is refused, naming it, unless `replace`; the same
+// bytes again are left as they are.
+void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, Manifest manifest,
+             bool replace) {
+  namespace fs = std::filesystem;
+  std::vector<const GeneratedCase*> to_write;
+  std::vector<const GeneratedCase*> unique;
+  for (const GeneratedCase& c : made) {
+    const auto earlier = std::find_if(unique.begin(), unique.end(), [&](auto* u) { return u->relative == c.relative; });
+    if (earlier != unique.end()) {
+      if ((*earlier)->bytes != c.bytes)
+        throw UsageError((*earlier)->origin + " and " + c.origin + " both make " + c.relative + " with different contents");
+      continue;
+    }
+    unique.push_back(&c);
+    const std::string target = (fs::path(out) / c.relative).string();
+    const ManifestEntry entry = describe_case_bytes(c.relative, c.bytes, target);
+    const bool on_disk = fs::exists(target);
+    const bool same_file = on_disk && read_file_bytes(target) == c.bytes;
+    const ManifestEntry* listed = find_entry(manifest, c.relative);
+    if (((on_disk && !same_file) || (listed && listed->sha256 != entry.sha256)) && !replace)
+      throw UsageError("'" + target + "' holds a different case than " + c.origin +
+                       " makes (file or MANIFEST.json entry); pass --replace to overwrite it");
+    if (!same_file) to_write.push_back(&c);
+    upsert(manifest, entry);
+  }
+  const fs::path folder = fs::path(out) / format;
+  const bool had_out = fs::exists(out), had_folder = fs::exists(folder);
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw UsageError("--out: cannot create '" + folder.string() + "': " + ec.message());
+  try {
+    FileBatch batch;
+    for (const GeneratedCase* c : to_write)
+      batch.stage((fs::path(out) / c->relative).string(),
+                  std::string_view(reinterpret_cast<const char*>(c->bytes.data()), c->bytes.size()));
+    batch.stage(manifest_path(out), manifest_json(manifest));
+    batch.publish();
+  } catch (const std::exception&) {
+    if (!had_folder) fs::remove(folder, ec);  // only when empty: nothing of ours was published there
+    if (!had_out) fs::remove(out, ec);
+    throw;
+  }
+  for (const GeneratedCase* c : unique)
+    fmt::print("{} {}/{}\n", std::find(to_write.begin(), to_write.end(), c) != to_write.end() ? "wrote" : "unchanged", out,
+               c->relative);
+  fmt::print("manifest {} lists {} files\n", manifest_path(out), manifest.files.size());
 }
 
 int run_generate(const GenerateOptions& o) {
@@ -121,72 +234,41 @@ int run_generate(const GenerateOptions& o) {
   if (!spec) {
     std::string names;
     for (const FormatSpec& f : registered_formats()) names += " " + f.name;
-    throw UsageError("unknown format '" + o.format + "'; registered:" + names);
+    throw UsageError("--format: unknown format '" + o.format + "'; registered:" + names);
   }
   nlohmann::json params;
   try {
     params = resolve_params(*spec, parse_params(o.params));
+  } catch (const UsageError&) {
+    throw;
   } catch (const std::runtime_error& e) {
-    throw UsageError(e.what());
+    throw UsageError(std::string("--param: ") + e.what());
   }
   std::vector<InputSpec> specs;
   for (const std::string& text : o.inputs) {
     try {
       specs.push_back(parse_input_spec(text));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
+    } catch (const std::exception& e) {
+      throw input_error(text, e);
     }
   }
   if (o.out.empty()) throw UsageError("--out is required");
+  if (std::filesystem::exists(o.out) && !std::filesystem::is_directory(o.out))
+    throw UsageError("--out '" + o.out + "' is not a folder");
   const bool optimizer = static_cast<bool>(spec->fresh_state);
   const bool takes_input = optimizer || std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
   if (takes_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
   if (!takes_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
   if (o.steps < 1) throw UsageError("--steps must be at least 1");
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(o.out) / spec->name, ec);
-  if (ec) throw UsageError("cannot create '" + o.out + "/" + spec->name + "': " + ec.message());
 
-  Manifest manifest = read_manifest(o.out);
-  auto write_one = [&](Case in, const std::string& file_name, const std::string& input_text, std::uint64_t seed) {
-    if (spec->auxiliary_inputs)
-      for (Tensor& t : spec->auxiliary_inputs(params)) in.add(std::move(t));
-    in.metadata = {{"format", spec->name},
-                   {"params", params.dump()},
-                   {"source", std::string("lowbit ") + version()},
-                   {"function", spec->provenance},
-                   {"seed", std::to_string(seed)},
-                   {"input", input_text},
-                   {"generator", std::string("lowbit golden generate ") + version()}};
-    const Case c = run_reference(*spec, in);
-    const std::string relative = spec->name + "/" + file_name;
-    write_case((std::filesystem::path(o.out) / relative).string(), c);
-    upsert(manifest, describe_case_file(o.out, relative));
-    fmt::print("wrote {}/{}\n", o.out, relative);
-    return c;
-  };
-  if (!takes_input) write_one(Case{}, params_file_name(params), "none", 0);
-  if (optimizer) {
-    for (const InputSpec& s : specs) run_steps(*spec, params, s, o.steps, write_one);
-    write_manifest(o.out, manifest);
-    fmt::print("manifest {}/MANIFEST.json lists {} files\n", o.out, manifest.files.size());
-    return kConformant;
-  }
-  for (const InputSpec& s : specs) {
-    const std::vector<float> values = generate_inputs(s, *spec, params);
-    Case in;
-    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
-    write_one(std::move(in), case_file_name(s), s.text, s.seed());
-  }
-  write_manifest(o.out, manifest);
-  fmt::print("manifest {}/MANIFEST.json lists {} files\n", o.out, manifest.files.size());
+  const Manifest manifest = read_manifest(o.out);  // a malformed one fails before the work
+  publish(o.out, spec->name, generate_cases(*spec, params, specs, takes_input, o.steps), manifest, o.replace);
   return kConformant;
 }
 
 int run_check(const std::string& dir) {
-  if (!std::filesystem::is_directory(dir)) throw UsageError("'" + dir + "' is not a folder");
-  const Manifest m = read_manifest(dir);
+  const Manifest m = read_golden_manifest(dir);
   int bad = 0;
   for (const ManifestEntry& e : m.files) {
     try {
@@ -201,9 +283,7 @@ int run_check(const std::string& dir) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".safetensors") continue;
     const std::string relative = std::filesystem::relative(entry.path(), dir).generic_string();
-    bool listed = false;
-    for (const ManifestEntry& e : m.files) listed = listed || e.path == relative;
-    if (!listed) fmt::print("unlisted {} (not in MANIFEST.json; not checked)\n", relative);
+    if (!find_entry(m, relative)) fmt::print("unlisted {} (not in MANIFEST.json; not checked)\n", relative);
   }
   fmt::print("{} files listed, {} verified, {} refused\n", m.files.size(), m.files.size() - bad, bad);
   return bad ? kBadInput : kConformant;
@@ -218,7 +298,9 @@ Subcommand add_golden_command(CLI::App& parent) {
   CLI::App* gen = golden->add_subcommand(
       "generate",
       "Write case files produced by the reference for a registered format, one per --input, into\n"
-      "OUT/<format>/, and add them to OUT/MANIFEST.json (sha256, size, provenance).");
+      "OUT/<format>/, and add them to OUT/MANIFEST.json (sha256, size, provenance). All or nothing: a\n"
+      "failing --input writes no file. A case is named after its input spec and the params that differ\n"
+      "from the format's defaults.");
   auto g = std::make_shared<GenerateOptions>();
   gen->add_option("--format", g->format, "Registered format name, e.g. fp8.e4m3fn.satfinite; 'list' lists them all")
       ->required();
@@ -232,6 +314,9 @@ Subcommand add_golden_command(CLI::App& parent) {
                   "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"
                   "steps, each with a gradient drawn by the same spec with seed + step, one case per step")
       ->capture_default_str();
+  gen->add_flag("--replace", g->replace,
+                "Overwrite a case of the same name that holds different bytes (by default such a case is\n"
+                "refused and nothing is written; regenerating the same bytes is always fine)");
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
   auto dir = std::make_shared<std::string>(shipped_golden_dir().string());

@@ -3,8 +3,10 @@
 // which is renamed over it only once complete. A reader never sees a partial file. Only regular
 // files are written: a device, FIFO, symbolic link or folder at the target is refused, never
 // replaced.
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace lowbit {
 
@@ -14,6 +16,25 @@ void write_file_atomically(const std::string& path, std::string_view contents);
 // Checks up front that `path` can be written (its folder exists and accepts files, nothing but a
 // regular file stands there), so that a long run does not fail at its very end.
 void ensure_writable(const std::string& path);
+
+// Several files published together (golden case files and the manifest that lists them): stage()
+// writes each to a temporary beside its target, checked as write_file_atomically checks it;
+// publish() renames them into place in staging order once all are complete. Until publish() no
+// target is touched; a batch destroyed unpublished (an error on the way) removes its temporaries.
+class FileBatch {
+ public:
+  FileBatch();
+  FileBatch(const FileBatch&) = delete;
+  FileBatch& operator=(const FileBatch&) = delete;
+  ~FileBatch();
+
+  void stage(const std::string& path, std::string_view contents);
+  void publish();
+
+ private:
+  struct Staged;
+  std::vector<std::unique_ptr<Staged>> staged_;
+};
 
 // Whether two paths name the same file (resolving ".", "..", repeated slashes and links).
 bool same_file(const std::string& a, const std::string& b);

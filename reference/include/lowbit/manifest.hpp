@@ -2,6 +2,7 @@
 // golden/MANIFEST.json: every golden case file with its sha256, size, format and provenance. A
 // golden file whose bytes disagree with its manifest entry is refused by every reader.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,10 +26,21 @@ struct Manifest {
 
 // DIR/MANIFEST.json; an absent manifest reads as empty, a malformed one is a CaseError.
 Manifest read_manifest(const std::string& dir);
-void write_manifest(const std::string& dir, const Manifest& m);  // sorted by path, atomically
+// The same for a folder that must be a golden folder (check, conform): a CaseError naming
+// DIR/MANIFEST.json when there is none (a missing folder, a file, a folder of unlisted cases), which
+// would otherwise pass as "nothing to check".
+Manifest read_golden_manifest(const std::string& dir);
+std::string manifest_json(const Manifest& m);  // the file's text, entries sorted by path
+void write_manifest(const std::string& dir, const Manifest& m);  // manifest_json, atomically
+std::string manifest_path(const std::string& dir);                // DIR/MANIFEST.json
 
 // An entry describing the case file DIR/relative_path as it is now (reads it and validates it).
 ManifestEntry describe_case_file(const std::string& dir, const std::string& relative_path);
+// The same for a case file's bytes before they are written; `origin` names them in errors.
+ManifestEntry describe_case_bytes(const std::string& relative_path, std::span<const std::uint8_t> bytes,
+                                  const std::string& origin);
+// The entry with this path, or null.
+const ManifestEntry* find_entry(const Manifest& m, const std::string& relative_path);
 // The entries whose format and path match the shell globs (fnmatch), in manifest order.
 std::vector<const ManifestEntry*> select_entries(const Manifest& m, const std::string& format_glob,
                                                  const std::string& path_glob = "*");
