@@ -6,9 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "lowbit/atomic_file.hpp"
 
@@ -81,5 +85,39 @@ TEST_CASE("only regular files are written; the run's inputs and earlier outputs 
                        std::runtime_error);
   CHECK(lowbit::same_file((dir / "out.json").string(), (dir / "sub/../out.json").string()));
   CHECK(!lowbit::same_file((dir / "out.json").string(), (dir / "in.safetensors").string()));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a file batch touches no target until publish, and an unpublished batch leaves nothing behind") {
+  const fs::path dir = fs::temp_directory_path() / ("lowbit_batch_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string a = (dir / "a.bin").string(), b = (dir / "b.bin").string();
+  { std::ofstream(a) << "old"; }  // not through the library: the run guard may be on in this process
+  const auto names = [&] {
+    std::vector<std::string> n;
+    for (const auto& e : fs::directory_iterator(dir)) n.push_back(e.path().filename().string());
+    std::sort(n.begin(), n.end());
+    return n;
+  };
+  {
+    lowbit::FileBatch batch;
+    batch.stage(a, "new");
+    batch.stage(b, "bee");
+    CHECK_THROWS_AS(batch.stage((dir / "." / "b.bin").string(), "twice"), std::runtime_error);
+    CHECK(names().size() == 3);  // a.bin and the two temporaries; b.bin not yet
+    CHECK_FALSE(fs::exists(b));
+  }  // destroyed unpublished: as if it never ran
+  CHECK(names() == std::vector<std::string>{"a.bin"});
+  CHECK(fs::file_size(a) == 3);
+  {
+    lowbit::FileBatch batch;
+    batch.stage(a, "newer");
+    batch.stage(b, "bee");
+    batch.publish();
+  }
+  CHECK(names() == std::vector<std::string>{"a.bin", "b.bin"});
+  CHECK(fs::file_size(a) == 5);
+  CHECK(fs::file_size(b) == 3);
   fs::remove_all(dir);
 }
