@@ -1,7 +1,6 @@
 // lowbit conform: the reference on every golden case's inputs, compared with the case's outputs.
 #include <fmt/core.h>
 
-#include <filesystem>
 #include <map>
 
 #include "command.hpp"
