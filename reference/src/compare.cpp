@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <string_view>
+#include <unordered_map>
 
 #include "lowbit/float_bits.hpp"
 #include "lowbit/fp8.hpp"
@@ -84,6 +86,12 @@ std::vector<bool> entries_differ(const Layout& layout, const BlockMap& blocks, c
   return differs;
 }
 
+std::unordered_map<std::string_view, const Tensor*> by_name(const Case& c) {
+  std::unordered_map<std::string_view, const Tensor*> m;
+  for (const Tensor& t : c.tensors) m.emplace(t.name, &t);
+  return m;
+}
+
 // A case whose params its format does not know (or cannot parse) is refused, naming the file.
 void check_params(const FormatSpec* spec, const Case& expected) {
   if (!spec) return;
@@ -107,9 +115,12 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
   const FormatSpec* spec = find_format(r.format);
   check_params(spec, expected);
 
+  // Tensors by name for this comparison's look-ups (Case::find is a linear scan: a header of
+  // thousands of tensors made the comparison quadratic).
+  const auto expected_by_name = by_name(expected), actual_by_name = by_name(actual);
   for (const Tensor& t : expected.tensors) {
     const TensorSpec* decl = spec ? spec->tensor(t.name) : nullptr;
-    const BlockMap map = block_map(expected, t.name);
+    const BlockMap map = block_map(expected, t);
     TensorComparison tc;
     tc.name = t.name;
     tc.dtype = dtype_name(t.dtype);
@@ -117,7 +128,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
     tc.elements = t.element_count();
     tc.block_size = map.block_elements();
     tc.layout = map.description;
-    const Tensor* a = actual.find(t.name);
+    const auto found = actual_by_name.find(t.name);
+    const Tensor* a = found == actual_by_name.end() ? nullptr : found->second;
     if (!a) tc.fault = "missing from the actual case";
     else if (a->dtype != t.dtype) tc.fault = "dtype " + std::string(dtype_name(a->dtype)) + ", expected " + tc.dtype;
     else if (a->shape != t.shape) tc.fault = "shape differs from the expected one";
@@ -166,7 +178,7 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
     r.tensors.push_back(std::move(tc));
   }
   for (const Tensor& t : actual.tensors)
-    if (!expected.find(t.name)) r.extra_in_actual.push_back(t.name);
+    if (!expected_by_name.contains(t.name)) r.extra_in_actual.push_back(t.name);
   return r;
 }
 

@@ -31,10 +31,11 @@ const TensorSpec* FormatSpec::tensor(std::string_view tensor_name) const {
   return nullptr;
 }
 
-BlockMap block_map(const Case& c, std::string_view tensor) {
-  const Tensor& t = c.require(tensor);
+BlockMap block_map(const Case& c, std::string_view tensor) { return block_map(c, c.require(tensor)); }
+
+BlockMap block_map(const Case& c, const Tensor& t) {
   const FormatSpec* f = find_format(c.format());
-  const TensorSpec* spec = f ? f->tensor(tensor) : nullptr;
+  const TensorSpec* spec = f ? f->tensor(t.name) : nullptr;
   if (!spec) return resolve_layout(Layout{}, t.shape, nlohmann::json::object());
   const nlohmann::json given = c.params();
   try {

@@ -65,6 +65,7 @@ nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given);
 // The blocks of the case's tensor under its format's declared layout, with the case's params over the
 // format's defaults. A tensor the format does not declare, or of an unknown format, is one block.
 BlockMap block_map(const Case& c, std::string_view tensor);
+BlockMap block_map(const Case& c, const Tensor& tensor);  // tensor: one of c's
 
 // The case's input tensors and metadata with the reference's outputs added (replacing any there).
 // Params come from the case's metadata over the format's defaults.
