@@ -25,7 +25,8 @@ cd "$tmp/elsewhere"
 echo 'not a policy' >bnb-cuda
 echo 'not a policy' >torch-cpu-eager
 lowbit=$prefix/bin/lowbit
-golden=$(find "$prefix/share/lowbit/golden/bnb" -name '*.safetensors' | sort | head -n 1)
+# sed reads to the end: head would exit early and sort, still writing, would die of SIGPIPE (pipefail)
+golden=$(find "$prefix/share/lowbit/golden/bnb" -name '*.safetensors' | sort | sed -n 1p)
 "$lowbit" compare "$golden" "$golden" --policy bnb-cuda | tee "$tmp/compare.out"
 grep -q '^conformant: .*, policy bnb-cuda$' "$tmp/compare.out"
 # The default golden folder (shipped) and the format's default policy (torch-cpu-eager, shipped).
