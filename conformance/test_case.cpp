@@ -1,6 +1,7 @@
 // Case files: round trips for every dtype, and one test per class of malformed file. A reader must
 // answer every fault with a CaseError naming the file and the fault, never a crash.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -232,4 +233,47 @@ TEST_CASE("a golden file whose hash disagrees with the manifest is refused") {
   escape.path = "../outside.safetensors";
   CHECK_THROWS_WITH_AS(read_verified_case(dir.string(), escape), doctest::Contains("not a plain relative path"), CaseError);
   fs::remove_all(dir);
+}
+
+TEST_CASE("the manifest check holds through links and for any spelling of the manifest's paths") {
+  namespace fs = std::filesystem;
+  const fs::path base = fs::temp_directory_path() / ("lowbit_test_guard_" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  const fs::path golden = base / "golden", outside = base / "outside";
+  fs::create_directories(golden / "fmt");
+  fs::create_directories(outside / "real");
+  // A golden case, listed, and then tampered with: every way of reaching it must be refused.
+  write_case((golden / "fmt/a.safetensors").string(), one_of_each_dtype());
+  // A case file kept outside, linked into the golden folder and listed under the link's name.
+  write_case((outside / "b.safetensors").string(), one_of_each_dtype());
+  fs::create_symlink(outside / "b.safetensors", golden / "fmt/b.safetensors");
+  // A folder kept outside, linked into the golden folder, holding a listed case.
+  write_case((outside / "real/c.safetensors").string(), one_of_each_dtype());
+  fs::create_directory_symlink(outside / "real", golden / "linked");
+  Manifest m;
+  for (const char* p : {"fmt/a.safetensors", "fmt/b.safetensors", "linked/c.safetensors"}) upsert(m, describe_case_file(golden.string(), p));
+  write_manifest(golden.string(), m);
+  for (const fs::path& f : {golden / "fmt/a.safetensors", outside / "b.safetensors", outside / "real/c.safetensors"}) {
+    std::fstream out(f, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(-1, std::ios::end);
+    out.put('\x5a');
+  }
+  fs::create_directory_symlink(golden, base / "golden_link");
+  for (const fs::path& f : {golden / "fmt/a.safetensors", golden / "fmt/./a.safetensors", golden / "fmt//a.safetensors",
+                            base / "golden_link/fmt/a.safetensors", golden / "fmt/b.safetensors", golden / "linked/c.safetensors"}) {
+    CAPTURE(f.string());
+    CHECK_THROWS_WITH_AS(read_case_guarded(f.string()), doctest::Contains("disagrees with the manifest"), CaseError);
+  }
+  // A manifest entry not in normal form is refused by every reader of the manifest.
+  for (const char* spelling : {"./fmt/a.safetensors", "fmt//a.safetensors", "fmt/./a.safetensors"}) {
+    CAPTURE(spelling);
+    Manifest odd = m;
+    odd.files.at(0).path = spelling;
+    write_manifest(golden.string(), odd);
+    CHECK_THROWS_WITH_AS(read_manifest(golden.string()), doctest::Contains("is not in normal form (write 'fmt/a.safetensors')"),
+                         CaseError);
+    CHECK_THROWS_WITH_AS(read_case_guarded((golden / "fmt/a.safetensors").string()), doctest::Contains("not in normal form"),
+                         CaseError);
+  }
+  fs::remove_all(base);
 }

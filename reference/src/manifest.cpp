@@ -13,12 +13,18 @@ namespace lowbit {
 
 namespace {
 
+// An entry's path is a plain relative path in normal form ("fmt/a.safetensors"): one spelling per
+// file, so that every command finds the same entry for the same file ("./x" or "a//b" would
+// never match the path a command looks up, and its file would go unverified).
 void check_relative(const std::string& path, const std::string& origin) {
   const std::filesystem::path p(path);
   bool escapes = p.empty() || p.is_absolute();
   for (const auto& part : p)
     if (part == "..") escapes = true;
   if (escapes) throw CaseError(origin + ": entry path '" + path + "' is not a plain relative path");
+  const std::string normal = p.lexically_normal().generic_string();
+  if (normal != path)
+    throw CaseError(origin + ": entry path '" + path + "' is not in normal form (write '" + normal + "')");
 }
 
 }  // namespace
@@ -118,17 +124,22 @@ Case read_verified_case(const std::string& dir, const ManifestEntry& entry) {
 
 Case read_case_guarded(const std::string& path) {
   namespace fs = std::filesystem;
-  const fs::path file = fs::weakly_canonical(fs::absolute(path));
-  for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
-    if (fs::exists(dir / "MANIFEST.json")) {
-      const Manifest m = read_manifest(dir.string());
-      if (const ManifestEntry* e = find_entry(m, file.lexically_relative(dir).generic_string())) {
-        Case c = read_verified_case(dir.string(), *e);
-        c.origin = path;
-        return c;
+  // The file as written (links kept: a link inside a golden folder is listed under its own name)
+  // and as resolved (links followed: a link to a golden folder or file reaches its manifest).
+  const fs::path as_written = fs::absolute(path).lexically_normal();
+  const fs::path resolved = fs::weakly_canonical(as_written);
+  for (const fs::path& file : {as_written, resolved}) {
+    for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
+      if (fs::exists(dir / "MANIFEST.json")) {
+        const Manifest m = read_manifest(dir.string());
+        if (const ManifestEntry* e = find_entry(m, file.lexically_relative(dir).generic_string())) {
+          Case c = read_verified_case(dir.string(), *e);
+          c.origin = path;
+          return c;
+        }
       }
+      if (dir == dir.root_path()) break;
     }
-    if (dir == dir.root_path()) break;
   }
   return read_case(path);
 }
