@@ -386,3 +386,22 @@ TEST_CASE("golden generate: each bad option is one error line, exit 2, naming th
   }
   CHECK_FALSE(fs::exists(dir.path / "g"));
 }
+
+TEST_CASE("concurrent golden generate runs into one folder merge their manifest entries") {
+  TempDir dir;
+  // Six runs at once, two cases each: every case must be on disk and listed (without the folder
+  // lock, runs read the same old manifest and the last rename dropped the others' entries).
+  std::string command;
+  for (int i = 1; i <= 6; ++i)
+    command += std::string(LOWBIT_CLI) + " golden generate --format torchao.fp8 --input normal:n=4096,seed=" +
+               std::to_string(i) + " --input uniform:n=4096,seed=" + std::to_string(i) + " --out " + (dir / "g") +
+               " >/dev/null 2>&1 & ";
+  command += "wait";
+  REQUIRE(std::system(command.c_str()) == 0);
+  std::size_t on_disk = 0;
+  for (const auto& e : fs::directory_iterator(dir.path / "g/torchao.fp8")) on_disk += e.path().extension() == ".safetensors";
+  CHECK(on_disk == 12);
+  const Run check = lowbit_cli("golden check --golden " + (dir / "g"));
+  CHECK(check.code == 0);
+  CHECK(check.output.find("12 files listed, 12 verified, 0 refused") != std::string::npos);
+}

@@ -1,5 +1,7 @@
 #include "lowbit/atomic_file.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -115,6 +117,19 @@ std::string temporary_beside(const std::string& path) {
 }
 
 }  // namespace
+
+FolderLock::FolderLock(const std::string& dir) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) throw std::runtime_error("cannot lock folder '" + dir + "': " + std::strerror(errno));
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    const int err = errno;
+    ::close(fd_);
+    throw std::runtime_error("cannot lock folder '" + dir + "': " + std::strerror(err));
+  }
+}
+
+FolderLock::~FolderLock() { ::close(fd_); }  // closing releases the lock
 
 bool same_file(const std::string& a, const std::string& b) { return resolved(a) == resolved(b); }
 

@@ -181,36 +181,39 @@ std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann
 // Writes the cases and the updated manifest all together or not at all. A case whose file (or
 // manifest entry) already holds different bytes is refused, naming it, unless `replace`; the same
 // bytes again are left as they are.
-void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, Manifest manifest,
-             bool replace) {
+void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, bool replace) {
   namespace fs = std::filesystem;
-  std::vector<const GeneratedCase*> to_write;
-  std::vector<const GeneratedCase*> unique;
-  for (const GeneratedCase& c : made) {
-    const auto earlier = std::find_if(unique.begin(), unique.end(), [&](auto* u) { return u->relative == c.relative; });
-    if (earlier != unique.end()) {
-      if ((*earlier)->bytes != c.bytes)
-        throw UsageError((*earlier)->origin + " and " + c.origin + " both make " + c.relative + " with different contents");
-      continue;
-    }
-    unique.push_back(&c);
-    const std::string target = (fs::path(out) / c.relative).string();
-    const ManifestEntry entry = describe_case_bytes(c.relative, c.bytes, target);
-    const bool on_disk = fs::exists(target);
-    const bool same_file = on_disk && read_file_bytes(target) == c.bytes;
-    const ManifestEntry* listed = find_entry(manifest, c.relative);
-    if (((on_disk && !same_file) || (listed && listed->sha256 != entry.sha256)) && !replace)
-      throw UsageError("'" + target + "' holds a different case than " + c.origin +
-                       " makes (file or MANIFEST.json entry); pass --replace to overwrite it");
-    if (!same_file) to_write.push_back(&c);
-    upsert(manifest, entry);
-  }
   const fs::path folder = fs::path(out) / format;
   const bool had_out = fs::exists(out), had_folder = fs::exists(folder);
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) throw UsageError("--out: cannot create '" + folder.string() + "': " + ec.message());
+  std::vector<const GeneratedCase*> to_write, unique;
+  Manifest manifest;
   try {
+    // From here to the manifest's rename, another run into the same folder waits: it then reads
+    // the manifest this one wrote and adds to it (without the lock, concurrent runs lost entries).
+    const FolderLock lock(out);
+    manifest = read_manifest(out);
+    for (const GeneratedCase& c : made) {
+      const auto earlier = std::find_if(unique.begin(), unique.end(), [&](auto* u) { return u->relative == c.relative; });
+      if (earlier != unique.end()) {
+        if ((*earlier)->bytes != c.bytes)
+          throw UsageError((*earlier)->origin + " and " + c.origin + " both make " + c.relative + " with different contents");
+        continue;
+      }
+      unique.push_back(&c);
+      const std::string target = (fs::path(out) / c.relative).string();
+      const ManifestEntry entry = describe_case_bytes(c.relative, c.bytes, target);
+      const bool on_disk = fs::exists(target);
+      const bool same_file = on_disk && read_file_bytes(target) == c.bytes;
+      const ManifestEntry* listed = find_entry(manifest, c.relative);
+      if (((on_disk && !same_file) || (listed && listed->sha256 != entry.sha256)) && !replace)
+        throw UsageError("'" + target + "' holds a different case than " + c.origin +
+                         " makes (file or MANIFEST.json entry); pass --replace to overwrite it");
+      if (!same_file) to_write.push_back(&c);
+      upsert(manifest, entry);
+    }
     FileBatch batch;
     for (const GeneratedCase* c : to_write)
       batch.stage((fs::path(out) / c->relative).string(),
@@ -262,8 +265,8 @@ int run_generate(const GenerateOptions& o) {
   if (o.steps < 1) throw UsageError("--steps must be at least 1");
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
-  const Manifest manifest = read_manifest(o.out);  // a malformed one fails before the work
-  publish(o.out, spec->name, generate_cases(*spec, params, specs, takes_input, o.steps), manifest, o.replace);
+  read_manifest(o.out);  // a malformed one fails before the work (publish reads it again, locked)
+  publish(o.out, spec->name, generate_cases(*spec, params, specs, takes_input, o.steps), o.replace);
   return kConformant;
 }
 

@@ -36,6 +36,20 @@ class FileBatch {
   std::vector<std::unique_ptr<Staged>> staged_;
 };
 
+// An exclusive lock on a folder (flock on the folder itself: no lock file is left in it), held
+// while the object lives; waits for another holder. Writers of one manifest take it around their
+// read-modify-write, so that two runs into one folder merge their entries instead of dropping some.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::string& dir);  // std::runtime_error naming the folder
+  ~FolderLock();
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 // Whether two paths name the same file (resolving ".", "..", repeated slashes and links).
 bool same_file(const std::string& a, const std::string& b);
 
