@@ -16,12 +16,13 @@
 #include "lowbit/formats.hpp"
 
 using namespace lowbit;
+using fp8::FormatId;
 using namespace lowbit::coat_act;
 using namespace lowbit::test;
 
 namespace {
 
-Options interp(int qb, Fp8 f, ScaleDtype sd) { return {qb, f, sd, Division::Ieee, Casts::TritonInterpreter}; }
+Options interp(int qb, FormatId f, ScaleDtype sd) { return {qb, f, sd, Division::Ieee, Casts::TritonInterpreter}; }
 
 }  // namespace
 
@@ -31,12 +32,12 @@ TEST_CASE("codes use the fp32 scale S while the stored scale is bf16(S)") {
   // bf16(S) = 0x3B12 (the low half 0x4925 < 0x8000, so RNE and truncation agree).
   std::vector<float> x(32 * 64, 0.25f);
   for (int r = 0; r < 32; ++r) x[static_cast<std::size_t>(r) * 64] = 1.0f;
-  const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, Casts::Gpu});
+  const Quantized q = quantize_pergroup(x, 32, 64, {16, FormatId::E4M3FN, ScaleDtype::BF16, Division::Ieee, Casts::Gpu});
   const float s = float_from_bits(0x3B124925u);
   CHECK(bits(q.scale[0]) == f32_bits(0x3B120000u));
   CHECK(e4m3(q.codes[0]) == e4m3(0x7E));  // 1/S = 448.0000x rounds to 448: the element equal to the group max
   CHECK(value(448.0f * q.scale[0]) != value(448.0f * s));  // the dequantized group max is off by bf16(S)/S
-  const Quantized f = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
+  const Quantized f = quantize_pergroup(x, 32, 64, {16, FormatId::E4M3FN, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
   CHECK(bits(f.scale[0]) == f32_bits(0x3B124925u));
   CHECK(same_codes(f.codes, q.codes, fp8::FormatId::E4M3FN));  // the scale dtype changes the stored scale only
 
@@ -44,7 +45,7 @@ TEST_CASE("codes use the fp32 scale S while the stored scale is bf16(S)") {
   const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.bf16scale.float32.safetensors");
   const Case gf = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
   const Tensor& in = g.require("input");
-  const Quantized r = quantize_pergroup(in.f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::F32));
+  const Quantized r = quantize_pergroup(in.f32(), 32, 64, interp(16, FormatId::E4M3FN, ScaleDtype::F32));
   CHECK(same_codes(r.codes, g.require("codes").u8(), fp8::FormatId::E4M3FN));
   int mismatched = 0;
   for (std::size_t grp = 0; grp < r.scale.size(); ++grp)
@@ -62,7 +63,7 @@ TEST_CASE("per-tensor group scaling: bf16 rounding of s puts |x|/s above 448 and
   x[5] = 449.0f;
   x[6] = -449.0f;
   for (Casts c : {Casts::Gpu, Casts::TritonInterpreter}) {
-    const PerTensor q = quantize_pertensor_groupscale(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, c});
+    const PerTensor q = quantize_pertensor_groupscale(x, 32, 64, {16, FormatId::E4M3FN, ScaleDtype::BF16, Division::Ieee, c});
     CHECK(value(q.scale) == value(1.0f));
     CHECK(e4m3(q.codes[5]) == e4m3(0x7E));
     CHECK(e4m3(q.codes[6]) == e4m3(0xFE));
@@ -74,7 +75,7 @@ TEST_CASE("per-tensor group scaling: bf16 rounding of s puts |x|/s above 448 and
   bool above = false;
   for (float v : in) above |= std::fabs(v) / s > 448.0f;
   CHECK(above);
-  CHECK(same_codes(quantize_pertensor_groupscale(in, 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16)).codes,
+  CHECK(same_codes(quantize_pertensor_groupscale(in, 32, 64, interp(16, FormatId::E4M3FN, ScaleDtype::BF16)).codes,
                    g.require("codes").u8(), fp8::FormatId::E4M3FN));
 }
 
@@ -86,18 +87,18 @@ TEST_CASE("transposed per-group: y_t quantizes x^T with its own groups, so it is
   for (int r = 0; r < 32; ++r)
     for (int c = 0; c < 64; ++c) differ += y[r * 64 + c] != yt[c * 32 + r];
   CHECK(differ > 0);
-  const Transposed t = quantize_pergroup_transposed(g.require("input").f32(), 32, 64, interp(16, Fp8::E4M3, ScaleDtype::BF16));
+  const Transposed t = quantize_pergroup_transposed(g.require("input").f32(), 32, 64, interp(16, FormatId::E4M3FN, ScaleDtype::BF16));
   CHECK(same_codes(t.rows.codes, y, fp8::FormatId::E4M3FN));
   CHECK(same_codes(t.transposed.codes, yt, fp8::FormatId::E4M3FN));
 }
 
 TEST_CASE("E5M2: Inf saturates to 57344 on the GPU; the interpreter keeps Inf") {
   const float inf = std::numeric_limits<float>::infinity();
-  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0x7B));   // satfinite, 57344 (docs/formats/fp8.md)
-  CHECK(e5m2(cast_fp8(-inf, Fp8::E5M2, Casts::Gpu)) == e5m2(0xFB));
-  CHECK(e4m3(cast_fp8(inf, Fp8::E4M3, Casts::Gpu)) == e4m3(0x7E));   // 448
-  CHECK(e5m2(cast_fp8(inf, Fp8::E5M2, Casts::TritonInterpreter)) == e5m2(0x7C));  // exponent field 31, mantissa 0
-  CHECK(e4m3(cast_fp8(inf, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x78));  // exponent clamped to 15: 256
+  CHECK(e5m2(cast_fp8(inf, FormatId::E5M2, Casts::Gpu)) == e5m2(0x7B));   // satfinite, 57344 (docs/formats/fp8.md)
+  CHECK(e5m2(cast_fp8(-inf, FormatId::E5M2, Casts::Gpu)) == e5m2(0xFB));
+  CHECK(e4m3(cast_fp8(inf, FormatId::E4M3FN, Casts::Gpu)) == e4m3(0x7E));   // 448
+  CHECK(e5m2(cast_fp8(inf, FormatId::E5M2, Casts::TritonInterpreter)) == e5m2(0x7C));  // exponent field 31, mantissa 0
+  CHECK(e4m3(cast_fp8(inf, FormatId::E4M3FN, Casts::TritonInterpreter)) == e4m3(0x78));  // exponent clamped to 15: 256
 }
 
 TEST_CASE("all-zero group: S = div(1e-10f, fp8_max) and the codes keep the sign of zero") {
@@ -111,7 +112,7 @@ TEST_CASE("NaN is ignored by the group max; its code is 0x7F on the GPU (0x7C un
   std::vector<float> x(32 * 64, 0.5f);
   x[0] = std::numeric_limits<float>::quiet_NaN();
   x[1] = 1.0f;
-  const Quantized q = quantize_pergroup(x, 32, 64, {16, Fp8::E4M3, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
+  const Quantized q = quantize_pergroup(x, 32, 64, {16, FormatId::E4M3FN, ScaleDtype::F32, Division::Ieee, Casts::Gpu});
   CHECK(bits(q.scale[0]) == f32_bits(0x3B124925u));  // RN(1/448): the NaN did not enter the max
   CHECK(e4m3(q.codes[0]) == e4m3(0x7F));
   const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
@@ -122,12 +123,12 @@ TEST_CASE("NaN is ignored by the group max; its code is 0x7F on the GPU (0x7C un
 }
 
 TEST_CASE("fp8 casts at ties and at 2^-10: GPU rounds to even, the interpreter away from zero") {
-  CHECK(e4m3(cast_fp8(1.0625f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x38));  // tie 1.0 | 1.125 -> even 1.0
-  CHECK(e4m3(cast_fp8(1.0625f, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x39));  // away: 1.125
-  CHECK(e4m3(cast_fp8(464.0f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x7E));
-  CHECK(e4m3(cast_fp8(-0.0f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x80));
-  CHECK(e4m3(cast_fp8(0.0009765625f, Fp8::E4M3, Casts::Gpu)) == e4m3(0x00));  // 2^-10: tie with 2^-9 -> even 0
-  CHECK(e4m3(cast_fp8(1.9375f, Fp8::E4M3, Casts::TritonInterpreter)) == e4m3(0x38));  // carry OR-ed into odd exponent: 1.0
+  CHECK(e4m3(cast_fp8(1.0625f, FormatId::E4M3FN, Casts::Gpu)) == e4m3(0x38));  // tie 1.0 | 1.125 -> even 1.0
+  CHECK(e4m3(cast_fp8(1.0625f, FormatId::E4M3FN, Casts::TritonInterpreter)) == e4m3(0x39));  // away: 1.125
+  CHECK(e4m3(cast_fp8(464.0f, FormatId::E4M3FN, Casts::Gpu)) == e4m3(0x7E));
+  CHECK(e4m3(cast_fp8(-0.0f, FormatId::E4M3FN, Casts::Gpu)) == e4m3(0x80));
+  CHECK(e4m3(cast_fp8(0.0009765625f, FormatId::E4M3FN, Casts::Gpu)) == e4m3(0x00));  // 2^-10: tie with 2^-9 -> even 0
+  CHECK(e4m3(cast_fp8(1.9375f, FormatId::E4M3FN, Casts::TritonInterpreter)) == e4m3(0x38));  // carry OR-ed into odd exponent: 1.0
   // COAT's kernel (golden): the group with max 448 has S = 1, so its codes are plain casts
   const Case g = golden_case("coat/coat.act.pergroup/qb16.e4m3.f32scale.float32.safetensors");
   CHECK(value(g.require("scale").value_as_float(4)) == value(1.0f));
@@ -136,7 +137,7 @@ TEST_CASE("fp8 casts at ties and at 2^-10: GPU rounds to even, the interpreter a
 
 TEST_CASE("shapes COAT cannot handle are rejected") {
   const std::vector<float> x(16 * 64, 1.0f);
-  const Options o{16, Fp8::E4M3, ScaleDtype::BF16, Division::Ieee, Casts::Gpu};
+  const Options o{16, FormatId::E4M3FN, ScaleDtype::BF16, Division::Ieee, Casts::Gpu};
   CHECK_THROWS_AS(quantize_pergroup(x, 16, 64, o), std::invalid_argument);  // M % 2QB
   CHECK_THROWS_AS(quantize_pergroup(x, 32, 32, o), std::invalid_argument);  // N % 4QB
   CHECK_THROWS_AS(quantize_pertensor_groupscale(x, 16, 64, o), std::invalid_argument);

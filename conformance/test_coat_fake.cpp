@@ -15,14 +15,15 @@
 #include "lowbit/formats.hpp"
 
 using namespace lowbit;
+using fp8::FormatId;
 using namespace lowbit::coat_fake;
 using namespace lowbit::test;
 
 namespace {
 
-float tri(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Interpreter); }
-float tri_gpu(float x) { return floatexmy_triton(x, Fp8::E4M3, Model::Gpu); }
-float tor(float x) { return floatexmy_torch(x, Fp8::E4M3); }
+float tri(float x) { return floatexmy_triton(x, FormatId::E4M3FN, Model::Interpreter); }
+float tri_gpu(float x) { return floatexmy_triton(x, FormatId::E4M3FN, Model::Gpu); }
+float tor(float x) { return floatexmy_torch(x, FormatId::E4M3FN); }
 
 // Every non-negative value of E4M3's grid between 2^-9 and 448: m/8*2^-6 and (1+m/8)*2^(e-7)
 // (docs/formats/fp8.md#decoding-exact).
@@ -42,7 +43,7 @@ TEST_CASE("ties round away from zero in the Triton fake path, to even in the tor
   CHECK(value(tri(1.0625f)) == value(1.125f));
   CHECK(value(tri_gpu(1.0625f)) == value(1.125f));
   CHECK(value(tor(1.0625f)) == value(1.0f));
-  CHECK(e4m3(coat_act::cast_fp8(1.0625f, coat_act::Fp8::E4M3, coat_act::Casts::Gpu)) == e4m3(0x38));  // RN-even: 1.0
+  CHECK(e4m3(coat_act::cast_fp8(1.0625f, fp8::FormatId::E4M3FN, coat_act::Casts::Gpu)) == e4m3(0x38));  // RN-even: 1.0
   CHECK(value(tri(-1.0625f)) == value(-1.125f));
   CHECK(value(tor(-1.0625f)) == value(-1.0f));
   // 1.1875 is halfway between 1.125 (001) and 1.25 (010): away and even agree.
@@ -54,8 +55,8 @@ TEST_CASE("ties round away from zero in the Triton fake path, to even in the tor
   CHECK(value(tri(std::ldexp(5.0f, -10))) == value(std::ldexp(3.0f, -9)));
   CHECK(value(tor(std::ldexp(5.0f, -10))) == value(std::ldexp(2.0f, -9)));
   // E5M2: 1.125 is halfway between 1.0 (00) and 1.25 (01).
-  CHECK(value(floatexmy_triton(1.125f, Fp8::E5M2, Model::Interpreter)) == value(1.25f));
-  CHECK(value(floatexmy_torch(1.125f, Fp8::E5M2)) == value(1.0f));
+  CHECK(value(floatexmy_triton(1.125f, FormatId::E5M2, Model::Interpreter)) == value(1.25f));
+  CHECK(value(floatexmy_torch(1.125f, FormatId::E5M2)) == value(1.0f));
 
   // Every E4M3 midpoint: the Triton path gives the upper neighbour, the torch path the even one.
   const std::vector<float> g = e4m3_grid();
@@ -70,12 +71,12 @@ TEST_CASE("ties round away from zero in the Triton fake path, to even in the tor
 
   // COAT's code: the golden cases (Triton kernel under the interpreter with libdevice.round = roundf,
   // torch on the CPU) agree with the reference, and differ from each other exactly at ties.
-  for (const char* fp8 : {"e4m3", "e5m2"}) {
-    CAPTURE(fp8);
-    const Case t = golden_case(std::string("coat/coat.fake.floatexmy.triton/") + fp8 + ".edges.safetensors");
-    const Case h = golden_case(std::string("coat/coat.fake.floatexmy.torch/") + fp8 + ".edges.safetensors");
+  for (const char* spelling : {"e4m3", "e5m2"}) {
+    CAPTURE(spelling);
+    const Case t = golden_case(std::string("coat/coat.fake.floatexmy.triton/") + spelling + ".edges.safetensors");
+    const Case h = golden_case(std::string("coat/coat.fake.floatexmy.torch/") + spelling + ".edges.safetensors");
     const std::vector<float> x = t.require("input").f32(), yt = t.require("output").f32(), yh = h.require("output").f32();
-    const Fp8 f = std::string(fp8) == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
+    const FormatId f = *fp8::parse_format(spelling);
     int differ = 0;
     for (std::size_t i = 0; i < x.size(); ++i) {
       CAPTURE(bits(x[i]));
@@ -140,9 +141,9 @@ TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal 
     if (by_div != by_rcp) break;
   }
   REQUIRE(value(by_div) != value(by_rcp));
-  CHECK(bits(symm_scale(a, Fp8::E4M3, Model::Interpreter)) == bits(by_div));
-  CHECK(bits(symm_scale(a, Fp8::E4M3, Model::Gpu)) == bits(by_rcp));
-  CHECK(value(symm_scale(1.0f, Fp8::E5M2, Model::Interpreter)) == value(2.0f / 114688.0f));
+  CHECK(bits(symm_scale(a, FormatId::E4M3FN, Model::Interpreter)) == bits(by_div));
+  CHECK(bits(symm_scale(a, FormatId::E4M3FN, Model::Gpu)) == bits(by_rcp));
+  CHECK(value(symm_scale(1.0f, FormatId::E5M2, Model::Interpreter)) == value(2.0f / 114688.0f));
 
   // COAT's code on CPU torch: every block scale is (2*(amax+eps))/896 by true division, and the
   // reference reproduces rq, q and scale bit for bit.
@@ -175,6 +176,6 @@ TEST_CASE("SymmQuantizer: the scale is a true division on the CPU, a reciprocal 
 
 TEST_CASE("SymmQuantizer rejects block sizes that do not divide the shape (COAT asserts)") {
   std::vector<float> x(8 * 20, 1.0f);
-  CHECK_THROWS_AS(symm_quantize(x, 8, 20, 1, 16, 1e-8f, Fp8::E4M3, Model::Interpreter), std::invalid_argument);
-  CHECK_NOTHROW(symm_quantize(x, 8, 20, -1, -1, 1e-8f, Fp8::E4M3, Model::Interpreter));
+  CHECK_THROWS_AS(symm_quantize(x, 8, 20, 1, 16, 1e-8f, FormatId::E4M3FN, Model::Interpreter), std::invalid_argument);
+  CHECK_NOTHROW(symm_quantize(x, 8, 20, -1, -1, 1e-8f, FormatId::E4M3FN, Model::Interpreter));
 }

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string_view>
 
 #include "bits_printer.hpp"
 #include "lowbit/fp8.hpp"
@@ -257,4 +259,143 @@ TEST_CASE("a sweep finds and reports a wrong conversion") {
   CHECK(bf16(r.first_mismatches[0].input_bits) == bf16(0x43E9));
   CHECK(e4m3(r.first_mismatches[0].expected) == e4m3(0x7F));
   CHECK(e4m3(r.first_mismatches[0].actual) == e4m3(0x7E));
+}
+
+// ---- The traits and the dispatcher ---------------------------------------------------------
+
+TEST_CASE("traits: the derived codes and values of E4M3FN and E5M2 are OCP OFP8's") {
+  // OCP OFP8 rev 1.0 (docs/formats/fp8.md's table): largest finite S.1111.110 = 448 and
+  // S.11110.11 = 57344; E5M2's Inf S.11111.00; ml_dtypes' quiet_NaN 0x7F and 0x7E.
+  CHECK(E4M3FN::max_finite == 0x7E);
+  CHECK(E4M3FN::max_value == 448.0f);
+  CHECK(E4M3FN::quiet_nan == 0x7F);
+  CHECK(E4M3FN::inf == 0);
+  CHECK(E4M3FN::has_negative_zero);
+  CHECK(E4M3FN::code_dtype == DType::F8_E4M3);
+  CHECK(E5M2::max_finite == 0x7B);
+  CHECK(E5M2::max_value == 57344.0f);
+  CHECK(E5M2::quiet_nan == 0x7E);
+  CHECK(E5M2::inf == 0x7C);
+  CHECK(E5M2::has_negative_zero);
+  CHECK(E5M2::code_dtype == DType::F8_E5M2);
+  // The run-time description carries the same numbers.
+  for (FormatId id : kFormats) {
+    const FormatInfo info = format_info(id);
+    CAPTURE(info.name);
+    dispatch(id, [&info](auto traits) {
+      using F = decltype(traits);
+      CHECK(info.id == F::id);
+      CHECK(info.max_finite == F::max_finite);
+      CHECK(info.inf == F::inf);
+      CHECK(info.max_value == F::max_value);
+      CHECK(info.code_dtype == F::code_dtype);
+      CHECK(info.nan_codes == F::nan_codes);
+    });
+  }
+}
+
+TEST_CASE("dispatch, the format names of params, and the dtype of codes") {
+  CHECK(parse_format("e4m3fn") == FormatId::E4M3FN);
+  CHECK(parse_format("e4m3") == FormatId::E4M3FN);  // COAT's spelling
+  CHECK(parse_format("e5m2") == FormatId::E5M2);
+  for (const char* bad : {"", "E4M3", "e5m2fnuz", "fp8", "e4m3fn "}) CHECK_FALSE(parse_format(bad).has_value());
+  CHECK_THROWS_WITH_AS(format_from_param("e3m4", "fp8"), "fp8 must be e4m3 (or e4m3fn) or e5m2 (got 'e3m4')",
+                       std::runtime_error);
+  CHECK(format_of_dtype(DType::F8_E4M3) == FormatId::E4M3FN);
+  CHECK(format_of_dtype(DType::F8_E5M2) == FormatId::E5M2);
+  CHECK_FALSE(format_of_dtype(DType::U8).has_value());
+  for (FormatId id : kFormats) CHECK(dispatch(id, [](auto traits) { return decltype(traits)::id; }) == id);
+  // The run-time decode is the typed one.
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    CHECK(bits_of(decode(FormatId::E4M3FN, code)) == bits_of(decode<E4M3FN>(code)));
+    CHECK(bits_of(decode(FormatId::E5M2, code)) == bits_of(decode<E5M2>(code)));
+  }
+}
+
+namespace {
+
+// The other flavours of ml_dtypes' float8.h (its class comments and numeric_limits), written as
+// traits specs: the generic decode serves them unchanged. The encoder does not know their zero and
+// NaN rules yet and refuses them at compile time. No safetensors dtype of ours holds their codes.
+struct E4M3FNUZSpec {  // float8_e4m3fnuz: bias 8, no Inf, NaN only 0x80, no -0
+  static constexpr std::string_view name = "e4m3fnuz";
+  static constexpr DType code_dtype = DType::U8;
+  static constexpr bool is_signed = true;
+  static constexpr int exponent_bits = 4, mantissa_bits = 3, bias = 8;
+  static constexpr bool has_zero = true, has_inf = false;
+  static constexpr NanCodes nan_codes = NanCodes::NegativeZero;
+};
+struct E5M2FNUZSpec {  // float8_e5m2fnuz: bias 16, no Inf, NaN only 0x80, no -0
+  static constexpr std::string_view name = "e5m2fnuz";
+  static constexpr DType code_dtype = DType::U8;
+  static constexpr bool is_signed = true;
+  static constexpr int exponent_bits = 5, mantissa_bits = 2, bias = 16;
+  static constexpr bool has_zero = true, has_inf = false;
+  static constexpr NanCodes nan_codes = NanCodes::NegativeZero;
+};
+struct E8M0FNUSpec {  // float8_e8m0fnu (OCP MX v1.0 scale): no sign, no zero, no Inf, NaN only 0xFF
+  static constexpr std::string_view name = "e8m0fnu";
+  static constexpr DType code_dtype = DType::U8;
+  static constexpr bool is_signed = false;
+  static constexpr int exponent_bits = 8, mantissa_bits = 0, bias = 127;
+  static constexpr bool has_zero = false, has_inf = false;
+  static constexpr NanCodes nan_codes = NanCodes::AllOnes;
+};
+
+// sign * 2^(1-bias) * 0.m at exponent 0, sign * 2^(e-bias) * 1.m otherwise: the field formula in
+// double, as ml_dtypes' comments state it for the signed flavours.
+double signed_field_value(std::uint8_t code, int m_bits, int bias) {
+  const int e = (code & 0x7F) >> m_bits, m = code & ((1 << m_bits) - 1);
+  const double v = e == 0 ? std::ldexp(m, 1 - bias - m_bits) : std::ldexp((1 << m_bits) + m, e - bias - m_bits);
+  return (code & 0x80) ? -v : v;
+}
+
+template <class Format, class Expected>
+void check_decodes(Expected expected, int nans) {
+  int seen = 0;
+  for (int c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    const float got = decode<Format>(code);
+    CAPTURE(c);
+    CHECK_FALSE(Format::is_inf(code));
+    if (Format::is_nan(code)) {
+      ++seen;
+      CHECK(std::isnan(got));
+      continue;
+    }
+    CHECK(static_cast<double>(got) == expected(code));
+    CHECK(std::signbit(got) == std::signbit(expected(code)));
+  }
+  CHECK(seen == nans);
+}
+
+}  // namespace
+
+TEST_CASE("the traits express the FNUZ formats and E8M0 (ml_dtypes float8.h), decoded by the generic code") {
+  using E4M3FNUZ = Traits<E4M3FNUZSpec>;
+  using E5M2FNUZ = Traits<E5M2FNUZSpec>;
+  using E8M0FNU = Traits<E8M0FNUSpec>;
+  // FNUZ: 0x80 is the only NaN, so every other code is a number and 0x7F the largest:
+  // e4m3fnuz 1.875 * 2^(15-8) = 240, e5m2fnuz 1.75 * 2^(31-16) = 57344; smallest subnormals
+  // 2^(1-8-3) = 2^-10 and 2^(1-16-2) = 2^-17.
+  check_decodes<E4M3FNUZ>([](std::uint8_t c) { return signed_field_value(c, 3, 8); }, 1);
+  check_decodes<E5M2FNUZ>([](std::uint8_t c) { return signed_field_value(c, 2, 16); }, 1);
+  CHECK(E4M3FNUZ::is_nan(0x80));
+  CHECK_FALSE(E4M3FNUZ::has_negative_zero);
+  CHECK(E4M3FNUZ::max_finite == 0x7F);
+  CHECK(E4M3FNUZ::max_value == 240.0f);
+  CHECK(E4M3FNUZ::quiet_nan == 0x80);
+  CHECK(decode<E4M3FNUZ>(0x01) == std::ldexp(1.0f, -10));
+  CHECK(E5M2FNUZ::max_value == 57344.0f);
+  CHECK(decode<E5M2FNUZ>(0x01) == std::ldexp(1.0f, -17));
+  // E8M0: code c is 2^(c-127), 0x00 = 2^-127 (a binary32 subnormal) to 0xFE = 2^127; 0xFF NaN.
+  check_decodes<E8M0FNU>([](std::uint8_t c) { return std::ldexp(1.0, c - 127); }, 1);
+  CHECK(E8M0FNU::is_nan(0xFF));
+  CHECK_FALSE(E8M0FNU::has_negative_zero);
+  CHECK(E8M0FNU::max_finite == 0xFE);
+  CHECK(E8M0FNU::max_value == std::ldexp(1.0f, 127));
+  CHECK(E8M0FNU::quiet_nan == 0xFF);
+  CHECK(bits_of(decode<E8M0FNU>(0x00)) == 0x00400000u);  // 2^-127
+  CHECK(decode<E8M0FNU>(0x7F) == 1.0f);
 }

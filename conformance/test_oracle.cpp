@@ -24,7 +24,7 @@ std::vector<Policy> policies_for(FormatId id) {
   std::vector<Policy> out;
   for (Overflow o : {Overflow::SatFinite, Overflow::NaN, Overflow::Inf}) out.push_back({o, kTorchNan});
   out.push_back(cuda_satfinite());
-  out.push_back({Overflow::Inf, id == FormatId::E5M2 ? kMlDtypesNan<E5M2> : kMlDtypesNan<E4M3FN>});
+  out.push_back({Overflow::Inf, dispatch(id, [](auto traits) { return kMlDtypesNan<decltype(traits)>; })});
   return out;
 }
 
@@ -40,7 +40,7 @@ void check_checker_matches_oracle(FormatId id, const Policy& p, float x, std::ui
 }  // namespace
 
 TEST_CASE("checker equals the oracle within two ulps of every midpoint and the overflow threshold") {
-  for (FormatId id : {FormatId::E4M3FN, FormatId::E5M2}) {
+  for (FormatId id : kFormats) {
     const FormatInfo info = format_info(id);
     const auto mids = oracle::fp8_midpoints(info);
     CHECK(mids.size() == std::size_t(info.max_finite) + 1);
@@ -61,7 +61,7 @@ TEST_CASE("checker equals the oracle within two ulps of every midpoint and the o
 
 TEST_CASE("checker equals the oracle on 20000 random binary32 patterns per format") {
   std::mt19937 rng(20261130);
-  for (FormatId id : {FormatId::E4M3FN, FormatId::E5M2}) {
+  for (FormatId id : kFormats) {
     const Policy p = cuda_satfinite();
     for (int i = 0; i < 20000; ++i) {
       // Half the samples across every pattern, half inside the format's range where rounding happens.

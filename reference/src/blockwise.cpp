@@ -12,7 +12,7 @@ namespace lowbit::blockwise {
 namespace {
 
 constexpr float kTorchaoScaleFloor = 1e-12f;  // f32(1e-12) = 0x2B8CBCCC, torch's clip(1e-12)
-constexpr float kE4M3Max = 448.0f;            // torch.finfo(float8_e4m3fn).max
+constexpr float kE4M3Max = fp8::E4M3FN::max_value;  // torch.finfo(float8_e4m3fn).max: 448
 
 void require_whole_blocks(std::size_t n, std::size_t block_size) {
   if (block_size == 0) throw std::invalid_argument("block size must be positive");

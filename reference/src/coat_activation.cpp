@@ -105,20 +105,21 @@ Quantized quantize_row_groups(const float* x, std::int64_t rows, std::int64_t co
 
 }  // namespace
 
-float fp8_max(Fp8 f) { return f == Fp8::E4M3 ? 448.0f : 57344.0f; }
+float fp8_max(fp8::FormatId f) {
+  return fp8::dispatch(f, [](auto traits) { return decltype(traits)::max_value; });
+}
 
 float div(float a, float b, Division d) {
   if (d == Division::Ieee) return a / b;
   return a * (1.0f / b);  // -ffp-contract=off: two roundings
 }
 
-std::uint8_t cast_fp8(float x, Fp8 f, Casts c) {
-  if (c == Casts::Gpu) {
-    return f == Fp8::E4M3 ? fp8::encode_nearest_even<fp8::E4M3FN>(x, fp8::cuda_satfinite())
-                          : fp8::encode_nearest_even<fp8::E5M2>(x, fp8::cuda_satfinite());
-  }
-  return static_cast<std::uint8_t>(f == Fp8::E4M3 ? interpreter_downcast(x, 4, 3, 7, true)
-                                                  : interpreter_downcast(x, 5, 2, 15, true));
+std::uint8_t cast_fp8(float x, fp8::FormatId f, Casts c) {
+  return fp8::dispatch(f, [x, c](auto traits) {
+    using F = decltype(traits);
+    if (c == Casts::Gpu) return fp8::encode_nearest_even<F>(x, fp8::cuda_satfinite());
+    return static_cast<std::uint8_t>(interpreter_downcast(x, F::exponent_bits, F::mantissa_bits, F::bias, true));
+  });
 }
 
 std::uint16_t cast_bf16(float x, Casts c) {
@@ -130,10 +131,6 @@ std::uint16_t cast_bf16(float x, Casts c) {
 }
 
 float stored_scale(float s, ScaleDtype d, Casts c) { return d == ScaleDtype::F32 ? s : widen_bf16(cast_bf16(s, c)); }
-
-float decode_fp8(std::uint8_t code, Fp8 f) {
-  return f == Fp8::E4M3 ? fp8::decode<fp8::E4M3FN>(code) : fp8::decode<fp8::E5M2>(code);
-}
 
 // Reference: COAT 80ec99f coat/activation/real_quantization/_quantize.py fp8_quantize (_fp8_quantize_kernel lines 74-90)
 Quantized quantize_pergroup(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o) {

@@ -19,6 +19,10 @@ using Wide = boost::multiprecision::cpp_bin_float_quad;
 
 Wide wide(float x) { return Wide(static_cast<double>(x)); }
 
+// E4M3's largest finite value (448), and its ratio to the smallest subnormal (448 / 2^-9 = 229376).
+Wide e4m3_max() { return wide(fp8::E4M3FN::max_value); }
+Wide e4m3_range() { return e4m3_max() / wide(fp8::decode<fp8::E4M3FN>(0x01)); }
+
 std::uint8_t round_to_e4m3(const Wide& y) {
   const fp8::FormatInfo info = fp8::format_info(fp8::FormatId::E4M3FN);
   const Exact magnitude(boost::multiprecision::abs(y));
@@ -40,12 +44,14 @@ ExactGroup expand_quantize_group_exact(std::span<const float> values, int expand
     return g;
   }
   const Wide e = expand_min;
+  // 100352: the kernel's ratioUpperBound (448 * 448 / 2), written as it writes it
   const Wide k = boost::multiprecision::floor(e * boost::multiprecision::log(Wide(100352)) /
                                               boost::multiprecision::log(ratio)) / e;
   g.k = static_cast<double>(k);
   for (float x : values) {
     Wide y = 0;
-    if (x != 0 && !std::isnan(x)) y = 448 * boost::multiprecision::pow(boost::multiprecision::abs(wide(x)) / wide(a), k);
+    if (x != 0 && !std::isnan(x))
+      y = e4m3_max() * boost::multiprecision::pow(boost::multiprecision::abs(wide(x)) / wide(a), k);
     if (std::signbit(x)) y = -y;
     g.y.push_back(static_cast<double>(y));
     g.codes.push_back(std::isnan(x) ? 0x7F : round_to_e4m3(y));
@@ -55,7 +61,8 @@ ExactGroup expand_quantize_group_exact(std::span<const float> values, int expand
 
 double expand_dequantize_exact(std::uint8_t code, double k, float group_max_plus) {
   const double value = static_cast<double>(fp8::decode<fp8::E4M3FN>(code));
-  const Wide magnitude = boost::multiprecision::pow(Wide(std::fabs(value)) / 448, Wide(1) / Wide(k)) * wide(group_max_plus);
+  const Wide magnitude =
+      boost::multiprecision::pow(Wide(std::fabs(value)) / e4m3_max(), Wide(1) / Wide(k)) * wide(group_max_plus);
   return static_cast<double>(std::signbit(value) ? -magnitude : magnitude);
 }
 
@@ -70,14 +77,14 @@ PaperGroup paper_quantize_group(std::span<const float> values) {
   PaperGroup g;
   g.max = max;
   if (max > min && std::isfinite(max))
-    g.k = static_cast<double>(boost::multiprecision::log(Wide(229376)) / boost::multiprecision::log(wide(max) / wide(min)));
+    g.k = static_cast<double>(boost::multiprecision::log(e4m3_range()) / boost::multiprecision::log(wide(max) / wide(min)));
   for (float x : values) {
     if (std::isnan(x)) {
       g.codes.push_back(0x7F);
       continue;
     }
     Wide y = 0;
-    if (x != 0 && max > 0) y = 448 * boost::multiprecision::pow(boost::multiprecision::abs(wide(x)) / wide(max), Wide(g.k));
+    if (x != 0 && max > 0) y = e4m3_max() * boost::multiprecision::pow(boost::multiprecision::abs(wide(x)) / wide(max), Wide(g.k));
     if (std::signbit(x)) y = -y;
     g.codes.push_back(round_to_e4m3(y));
   }
@@ -86,7 +93,7 @@ PaperGroup paper_quantize_group(std::span<const float> values) {
 
 double paper_dequantize(std::uint8_t code, const PaperGroup& g) {
   const double value = static_cast<double>(fp8::decode<fp8::E4M3FN>(code));
-  const Wide magnitude = boost::multiprecision::pow(Wide(std::fabs(value)) / 448, Wide(1) / Wide(g.k)) * Wide(g.max);
+  const Wide magnitude = boost::multiprecision::pow(Wide(std::fabs(value)) / e4m3_max(), Wide(1) / Wide(g.k)) * Wide(g.max);
   return static_cast<double>(std::signbit(value) ? -magnitude : magnitude);
 }
 

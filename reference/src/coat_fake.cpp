@@ -19,7 +19,10 @@ constexpr std::uint32_t kX86DefaultNaN = 0xFFC00000u;  // SSE's result of an inv
 struct Bits {
   int e_bit, m_bit;
 };
-Bits bits_for(Fp8 f) { return f == Fp8::E4M3 ? Bits{4, 3} : Bits{5, 2}; }
+Bits bits_for(fp8::FormatId f) {
+  const fp8::FormatInfo info = fp8::format_info(f);
+  return {info.exponent_bits, info.mantissa_bits};
+}
 
 // floor(log2|x|) clamped to [2 - 2^(e-1), 2^(e-1)] for finite nonzero a; zero gives log2 = -inf,
 // which the clamp lifts to the low end. Exact, where COAT takes floor(log2(a)) with a float32 log2:
@@ -55,7 +58,7 @@ float round_half_away(float v) {
 }
 
 // Reference: COAT 80ec99f coat/activation/fake_quantization/FloatPointQuantizeTriton.py floatExMy_quantize_triton (_floatExMy_quantize_kernel lines 87-104)
-float floatexmy_triton(float x, Fp8 f, Model m) {
+float floatexmy_triton(float x, fp8::FormatId f, Model m) {
   const Bits b = bits_for(f);
   if (std::isnan(x)) return m == Model::Gpu ? float_from_bits(kGpuNaN) : quiet(std::fabs(x));  // |x|'s NaN flows through
   if (std::isinf(x)) return float_from_bits(m == Model::Gpu ? kGpuNaN : kX86DefaultNaN);     // mant - floor(mant) = inf - inf
@@ -65,7 +68,7 @@ float floatexmy_triton(float x, Fp8 f, Model m) {
 }
 
 // Reference: COAT 80ec99f coat/activation/fake_quantization/FloatPointQuantizeTorch.py floatExMy_quantize_torch (lines 22-45)
-float floatexmy_torch(float x, Fp8 f) {
+float floatexmy_torch(float x, fp8::FormatId f) {
   const Bits b = bits_for(f);
   if (std::isnan(x)) return float_from_bits(0x7FC00000u);  // sign(NaN) = 0, expo NaN: torch CPU gives +qNaN
   if (std::isinf(x)) return float_from_bits(kX86DefaultNaN);
@@ -74,8 +77,8 @@ float floatexmy_torch(float x, Fp8 f) {
   return (sign * p) * mant_q;
 }
 
-float symm_scale(float absmax, Fp8 f, Model model) {
-  const float range = f == Fp8::E4M3 ? 896.0f : 114688.0f;  // Qp - Qn, Qp forced to 448 / 57344
+float symm_scale(float absmax, fp8::FormatId f, Model model) {
+  const float range = 2.0f * fp8::format_info(f).max_value;  // Qp - Qn = 2 Qp, Qp forced to the largest finite value
   const float twice = 2.0f * absmax;
   if (model == Model::Gpu) return twice * (1.0f / range);  // CUDA torch: tensor / scalar is a reciprocal multiply
   return twice / range;                                    // CPU torch: true division
@@ -83,7 +86,7 @@ float symm_scale(float absmax, Fp8 f, Model model) {
 
 // Reference: COAT 80ec99f coat/activation/fake_quantization/quantize_function.py SymmQuantizer.forward (lines 222-266, block_cut 10-58, find_max_min 180-207)
 Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std::int64_t row_block,
-                   std::int64_t col_block, float epsilon, Fp8 f, Model model) {
+                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model) {
   if (m <= 0 || n <= 0 || static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) != x.size())
     throw std::invalid_argument("COAT SymmQuantizer: input must be a non-empty M x N tensor");
   const std::int64_t rb = row_block == -1 ? m : row_block, cb = col_block == -1 ? n : col_block;

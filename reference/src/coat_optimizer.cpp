@@ -17,8 +17,12 @@ namespace lowbit::coat {
 namespace {
 
 using cuda::canonical;
+// The kernels' own constants, written as they write them (fp8_adamw_expand_cuda_kernel.cu fp8MaxVal,
+// ratioUpperBound): E4M3's largest finite value, and its square halved.
 constexpr float kFp8Max = 448.0f;
-constexpr float kRatioUpperBound = 100352.0f;  // 448 * 448 / 2
+static_assert(kFp8Max == fp8::E4M3FN::max_value);
+constexpr float kRatioUpperBound = 100352.0f;
+static_assert(kRatioUpperBound == kFp8Max * kFp8Max / 2);
 constexpr float kBlockFillMin = 1e9f;          // what lanes 4-31 of warp 0 hold in the block-level min
 
 // (float)((double)x + c): the kernels add their QUANT_MIN_VAL in double, then round once.

@@ -14,9 +14,7 @@ using namespace coat_act;
 Options options_from(const nlohmann::json& p) {
   Options o;
   o.group_size = p.at("group_size").get<int>();
-  const auto fp8 = p.at("fp8").get<std::string>();
-  if (fp8 != "e4m3" && fp8 != "e5m2") throw std::runtime_error("fp8 must be e4m3 or e5m2 (got '" + fp8 + "')");
-  o.fp8 = fp8 == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
+  o.fp8 = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
   const auto sd = p.at("scale_dtype").get<std::string>();
   if (sd != "bf16" && sd != "f32") throw std::runtime_error("scale_dtype must be bf16 or f32 (got '" + sd + "')");
   o.scale_dtype = sd == "bf16" ? ScaleDtype::BF16 : ScaleDtype::F32;
@@ -45,7 +43,14 @@ Input2d input_2d(const Case& in) {
   return r;
 }
 
-DType code_dtype(const Options& o) { return o.fp8 == Fp8::E4M3 ? DType::F8_E4M3 : DType::F8_E5M2; }
+DType code_dtype(const Options& o) { return fp8::format_info(o.fp8).code_dtype; }
+
+// The format of a codes tensor of case c, from its dtype.
+fp8::FormatId format_of_codes(const Case& c, const Tensor& t) {
+  if (const auto f = fp8::format_of_dtype(t.dtype)) return *f;
+  throw CaseError(c.origin + ": tensor '" + t.name + "' has dtype " + std::string(dtype_name(t.dtype)) +
+                  ", not an FP8 code type (F8_E4M3 or F8_E5M2)");
+}
 
 Tensor scale_tensor(std::string name, std::vector<std::int64_t> shape, const std::vector<float>& s, bool bf16) {
   if (!bf16) return Tensor::from_f32(std::move(name), std::move(shape), s);
@@ -66,10 +71,10 @@ std::vector<float> dequant_groups(const Case& c, const char* codes, const char* 
   if (s.element_count() != blocks.blocks)
     throw CaseError(c.origin + ": tensor '" + scale + "' has " + std::to_string(s.element_count()) + " elements, but '" +
                     codes + "' has " + std::to_string(blocks.blocks) + " groups (" + blocks.description + ")");
-  const Fp8 f = t.dtype == DType::F8_E4M3 ? Fp8::E4M3 : Fp8::E5M2;
+  const fp8::FormatId f = format_of_codes(c, t);
   const auto q = t.u8();
   std::vector<float> out(q.size());
-  for (std::size_t i = 0; i < q.size(); ++i) out[i] = decode_fp8(q[i], f) * s.value_as_float(blocks.block_of(i));
+  for (std::size_t i = 0; i < q.size(); ++i) out[i] = fp8::decode(f, q[i]) * s.value_as_float(blocks.block_of(i));
   return out;
 }
 
@@ -123,11 +128,11 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     };
     f.dequantize = [](const Case& c) {
       const Tensor& t = c.require("codes");
-      const Fp8 fm = t.dtype == DType::F8_E4M3 ? Fp8::E4M3 : Fp8::E5M2;
+      const fp8::FormatId f = format_of_codes(c, t);
       const float s = c.require("scale").value_as_float(0);
       const auto q = t.u8();
       std::vector<float> v(q.size());
-      for (std::size_t i = 0; i < q.size(); ++i) v[i] = decode_fp8(q[i], fm) * s;
+      for (std::size_t i = 0; i < q.size(); ++i) v[i] = fp8::decode(f, q[i]) * s;
       return v;
     };
     out.push_back(std::move(f));

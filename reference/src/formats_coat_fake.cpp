@@ -10,11 +10,7 @@ namespace {
 
 using namespace coat_fake;
 
-Fp8 fp8_of(const nlohmann::json& p) {
-  const auto s = p.at("fp8").get<std::string>();
-  if (s != "e4m3" && s != "e5m2") throw std::runtime_error("fp8 must be e4m3 or e5m2 (got '" + s + "')");
-  return s == "e4m3" ? Fp8::E4M3 : Fp8::E5M2;
-}
+fp8::FormatId fp8_of(const nlohmann::json& p) { return fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8"); }
 
 Model model_of(const nlohmann::json& p) {
   const auto s = p.at("model").get<std::string>();

@@ -6,6 +6,7 @@
 
 #include "lowbit/coat_optimizer.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
 
 namespace lowbit {
 
@@ -33,7 +34,7 @@ coat::Moment read_moment(const Case& in, const std::string& prefix, bool expansi
 
 void write_moment(std::vector<Tensor>& out, const std::string& prefix, const coat::Moment& m, bool expansion,
                   const std::string& suffix) {
-  out.push_back(Tensor::from_bytes(prefix + ".codes" + suffix, DType::F8_E4M3, flat(m.codes.size()), m.codes));
+  out.push_back(Tensor::from_bytes(prefix + ".codes" + suffix, fp8::E4M3FN::code_dtype, flat(m.codes.size()), m.codes));
   out.push_back(Tensor::from_f32(prefix + ".scale" + suffix, flat(m.scale.size()), m.scale));
   if (expansion) {
     out.push_back(Tensor::from_f32(prefix + ".expand" + suffix, flat(m.expand.size()), m.expand));

@@ -8,6 +8,7 @@
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
 
 namespace lowbit {
 
@@ -228,7 +229,7 @@ FormatSpec torchao_fp8_format() {
     if (!overflow || !nan) throw std::runtime_error("torchao.fp8: bad overflow or nan_encoding parameter");
     const auto quantized = blockwise::torchao_fp8_quantize(in.require("input").f32(), block, {*overflow, *nan});
     return std::vector<Tensor>{
-        Tensor::from_bytes("codes", DType::F8_E4M3, flat_shape(quantized.codes.size()), quantized.codes),
+        Tensor::from_bytes("codes", fp8::E4M3FN::code_dtype, flat_shape(quantized.codes.size()), quantized.codes),
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
   };

@@ -34,8 +34,7 @@ std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overf
     codes[i] = fp8::encode_nearest_even<Format>(x[i], policy);
     dequant[i] = fp8::decode<Format>(codes[i]);
   }
-  const DType code_type = Format::id == FormatId::E4M3FN ? DType::F8_E4M3 : DType::F8_E5M2;
-  return {Tensor::from_bytes("codes", code_type, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
+  return {Tensor::from_bytes("codes", Format::code_dtype, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
 }
 
 template <class Format>

@@ -1,24 +1,45 @@
 #include "lowbit/fp8.hpp"
 
+#include <string>
+
 namespace lowbit::fp8 {
 
 FormatInfo format_info(FormatId id) {
-  if (id == FormatId::E4M3FN)
-    return {id, E4M3FN::name, E4M3FN::exponent_bits, E4M3FN::mantissa_bits, E4M3FN::bias, E4M3FN::has_inf,
-            E4M3FN::max_finite};
-  return {id, E5M2::name, E5M2::exponent_bits, E5M2::mantissa_bits, E5M2::bias, E5M2::has_inf, E5M2::max_finite};
+  return dispatch(id, [](auto traits) {
+    using F = decltype(traits);
+    return FormatInfo{F::id,        F::name,      F::exponent_bits,     F::mantissa_bits, F::bias,
+                      F::has_inf,   F::max_finite, F::short_name,       F::code_dtype,    F::is_signed,
+                      F::has_zero,  F::has_negative_zero, F::nan_codes, F::inf,           F::max_value};
+  });
 }
 
 std::optional<FormatId> parse_format(std::string_view name) {
-  if (name == E4M3FN::name) return FormatId::E4M3FN;
-  if (name == E5M2::name) return FormatId::E5M2;
+  for (FormatId id : kFormats) {
+    const FormatInfo f = format_info(id);
+    if (name == f.name || name == f.short_name) return id;
+  }
   return std::nullopt;
+}
+
+FormatId format_from_param(std::string_view value, std::string_view param) {
+  if (const auto id = parse_format(value)) return *id;
+  throw std::runtime_error(std::string(param) + " must be e4m3 (or e4m3fn) or e5m2 (got '" + std::string(value) + "')");
+}
+
+std::optional<FormatId> format_of_dtype(DType d) {
+  for (FormatId id : kFormats)
+    if (format_info(id).code_dtype == d) return id;
+  return std::nullopt;
+}
+
+float decode(FormatId format, std::uint8_t code) {
+  return dispatch(format, [code](auto traits) { return decode<decltype(traits)>(code); });
 }
 
 std::optional<NanEncoding> parse_nan_encoding(std::string_view name, FormatId format) {
   if (name == "torch") return kTorchNan;
   if (name == "cuda") return kCudaNan;
-  if (name == "ml_dtypes") return format == FormatId::E4M3FN ? kMlDtypesNan<E4M3FN> : kMlDtypesNan<E5M2>;
+  if (name == "ml_dtypes") return dispatch(format, [](auto traits) { return kMlDtypesNan<decltype(traits)>; });
   return std::nullopt;
 }
 

@@ -46,7 +46,7 @@ std::uint8_t DoubleChecker::overflow_code(std::uint8_t sign) const {
   switch (policy_.overflow) {
     case Overflow::SatFinite: return sign | format_.max_finite;
     case Overflow::Inf:
-      if (format_.has_inf) return sign | 0x7C;  // S.11111.00
+      if (format_.has_inf) return sign | format_.inf;  // S.11111.00 for E5M2
       break;
     case Overflow::NaN: break;
   }
@@ -57,7 +57,7 @@ std::uint8_t DoubleChecker::code_for_non_finite(float x) const {
   const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   if (std::isnan(x)) return nan_code(sign);
   if (policy_.overflow == Overflow::SatFinite) return sign | format_.max_finite;
-  if (format_.has_inf) return sign | 0x7C;  // an infinite input stays infinite
+  if (format_.has_inf) return sign | format_.inf;  // an infinite input stays infinite
   return nan_code(sign);
 }
 

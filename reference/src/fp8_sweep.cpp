@@ -181,7 +181,7 @@ SweepResult sweep_format(const SweepConfig& cfg) {
 SweepResult run_sweep(const SweepConfig& cfg) {
   if (cfg.threads < 1) throw std::invalid_argument("thread count must be at least 1");
   const auto start = std::chrono::steady_clock::now();
-  SweepResult r = cfg.format == FormatId::E4M3FN ? sweep_format<E4M3FN>(cfg) : sweep_format<E5M2>(cfg);
+  SweepResult r = dispatch(cfg.format, [&cfg](auto traits) { return sweep_format<decltype(traits)>(cfg); });
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

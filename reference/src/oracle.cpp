@@ -15,23 +15,25 @@ struct Table {
   std::vector<Exact> values;  // values[c] for magnitude codes 0..max_finite, then one ulp past the top
 };
 
-const Table& table_of(const fp8::FormatInfo& f) {
-  static const Table e4m3 = [] {
-    Table t;
-    const auto info = fp8::format_info(fp8::FormatId::E4M3FN);
-    for (unsigned c = 0; c <= info.max_finite; ++c) t.values.push_back(exact_fp8_value(static_cast<std::uint8_t>(c), info));
-    t.values.push_back(scaled(1, 9) - scaled(1, 5));  // 480 = 448 + 32
-    return t;
-  }();
-  static const Table e5m2 = [] {
-    Table t;
-    const auto info = fp8::format_info(fp8::FormatId::E5M2);
-    for (unsigned c = 0; c <= info.max_finite; ++c) t.values.push_back(exact_fp8_value(static_cast<std::uint8_t>(c), info));
-    t.values.push_back(scaled(1, 16));  // 65536 = 57344 + 8192
-    return t;
-  }();
-  return f.id == fp8::FormatId::E4M3FN ? e4m3 : e5m2;
+// Every finite magnitude by the OCP formula, then the first one past the top: the largest finite
+// value plus one ulp of its binade (480 for E4M3FN, 65536 for E5M2).
+Table build_table(const fp8::FormatInfo& f) {
+  Table t;
+  for (unsigned c = 0; c <= f.max_finite; ++c) t.values.push_back(exact_fp8_value(static_cast<std::uint8_t>(c), f));
+  const int top_exponent = f.max_finite >> f.mantissa_bits;
+  t.values.push_back(t.values.back() + scaled(1, top_exponent - f.bias - f.mantissa_bits));
+  return t;
 }
+
+const Table& table_of(const fp8::FormatInfo& f) {
+  return fp8::dispatch(f.id, [](auto traits) -> const Table& {
+    static const Table table = build_table(fp8::format_info(decltype(traits)::id));
+    return table;
+  });
+}
+
+// The Inf magnitude by the OCP field rule: every exponent bit set, mantissa zero.
+unsigned inf_magnitude(const fp8::FormatInfo& f) { return ((1u << f.exponent_bits) - 1) << f.mantissa_bits; }
 
 // Index i with values[i] <= m < values[i+1], or values.size()-1 when m is at or past the last entry.
 std::size_t bracket(const std::vector<Exact>& v, const Exact& m) {
@@ -47,14 +49,14 @@ std::uint8_t nan_code(bool negative, const fp8::Policy& p) {
 std::uint8_t finish(bool negative, unsigned magnitude, const fp8::FormatInfo& f, const fp8::Policy& p) {
   if (magnitude <= f.max_finite) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | magnitude);
   if (p.overflow == fp8::Overflow::SatFinite) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | f.max_finite);
-  if (p.overflow == fp8::Overflow::Inf && f.has_inf) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | 0x7C);
+  if (p.overflow == fp8::Overflow::Inf && f.has_inf) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | inf_magnitude(f));
   return nan_code(negative, p);
 }
 
 std::uint8_t non_finite(float x, const fp8::FormatInfo& f, const fp8::Policy& p) {
   if (std::isnan(x)) return nan_code(std::signbit(x), p);
   if (p.overflow == fp8::Overflow::SatFinite) return static_cast<std::uint8_t>((x < 0 ? 0x80 : 0) | f.max_finite);
-  if (f.has_inf) return static_cast<std::uint8_t>((x < 0 ? 0x80 : 0) | 0x7C);
+  if (f.has_inf) return static_cast<std::uint8_t>((x < 0 ? 0x80 : 0) | inf_magnitude(f));
   return nan_code(x < 0, p);
 }
 
@@ -69,16 +71,13 @@ Exact exact_value(float x) {
 
 bool fp8_is_nan(std::uint8_t code, const fp8::FormatInfo& f) {
   const unsigned magnitude = code & 0x7Fu;
-  const unsigned all_exponent = ((1u << f.exponent_bits) - 1) << f.mantissa_bits;
+  const unsigned all_exponent = inf_magnitude(f);
   const unsigned mantissa_mask = (1u << f.mantissa_bits) - 1;
   if (f.has_inf) return (magnitude & all_exponent) == all_exponent && (magnitude & mantissa_mask) != 0;
   return magnitude == 0x7Fu;  // E4M3FN: only S.1111.111 is NaN; the rest of the top binade is finite
 }
 
-bool fp8_is_inf(std::uint8_t code, const fp8::FormatInfo& f) {
-  const unsigned all_exponent = ((1u << f.exponent_bits) - 1) << f.mantissa_bits;
-  return f.has_inf && (code & 0x7Fu) == all_exponent;
-}
+bool fp8_is_inf(std::uint8_t code, const fp8::FormatInfo& f) { return f.has_inf && (code & 0x7Fu) == inf_magnitude(f); }
 
 Exact exact_fp8_value(std::uint8_t code, const fp8::FormatInfo& f) {
   if (fp8_is_nan(code, f) || fp8_is_inf(code, f)) throw std::domain_error("exact_fp8_value: not a finite code");

@@ -54,8 +54,7 @@ std::string describe(const Summary& s) {
 std::vector<float> as_floats(const Tensor& t) {
   std::vector<float> out(t.element_count());
   for (std::size_t i = 0; i < out.size(); ++i) {
-    if (t.dtype == DType::F8_E4M3) out[i] = fp8::decode<fp8::E4M3FN>(t.bytes[i]);
-    else if (t.dtype == DType::F8_E5M2) out[i] = fp8::decode<fp8::E5M2>(t.bytes[i]);
+    if (const auto format = fp8::format_of_dtype(t.dtype)) out[i] = fp8::decode(*format, t.bytes[i]);
     else out[i] = t.value_as_float(i);
   }
   return out;
@@ -75,7 +74,7 @@ int run_inspect(const std::string& path) {
   for (const Tensor& t : c.tensors) {
     fmt::print("  {:<16} {:<8} {:<14} sha256 {}\n", printable(t.name), dtype_name(t.dtype), shape_text(t.shape), sha256_hex(t.bytes));
     const bool numeric = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 ||
-                         t.dtype == DType::F8_E4M3 || t.dtype == DType::F8_E5M2;
+                         fp8::format_of_dtype(t.dtype).has_value();
     if (numeric) fmt::print("  {:<16} {}\n", "", describe(summarize(as_floats(t))));
   }
   if (const FormatSpec* spec = find_format(c.format()); spec && spec->dequantize) {

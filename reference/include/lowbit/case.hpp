@@ -13,9 +13,9 @@
 #include <string_view>
 #include <vector>
 
-namespace lowbit {
+#include "lowbit/dtype.hpp"
 
-enum class DType { F32, F16, BF16, U8, I32, I64, F8_E4M3, F8_E5M2 };
+namespace lowbit {
 
 std::string_view dtype_name(DType d);                     // safetensors spelling: "F32", "F8_E4M3", ...
 std::optional<DType> parse_dtype(std::string_view name);

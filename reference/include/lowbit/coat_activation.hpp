@@ -5,9 +5,10 @@
 #include <span>
 #include <vector>
 
+#include "lowbit/fp8.hpp"
+
 namespace lowbit::coat_act {
 
-enum class Fp8 { E4M3, E5M2 };          // fp8_max 448 / 57344
 enum class ScaleDtype { BF16, F32 };    // what the stored scale tensor holds
 // Every fp32 division of the kernels goes through div() below.
 enum class Division {
@@ -22,15 +23,16 @@ enum class Casts {
 
 struct Options {
   int group_size = 16;  // QB
-  Fp8 fp8 = Fp8::E4M3;
+  fp8::FormatId fp8 = fp8::FormatId::E4M3FN;  // params "fp8": "e4m3" | "e5m2"
   ScaleDtype scale_dtype = ScaleDtype::BF16;
   Division division = Division::Ieee;
   Casts casts = Casts::Gpu;
 };
 
-float fp8_max(Fp8 f);
+// COAT common.py FP8_MAX_VALUE: torch.finfo(dtype).max, the format's largest finite value.
+float fp8_max(fp8::FormatId f);
 float div(float a, float b, Division d);  // the one place every division happens
-std::uint8_t cast_fp8(float x, Fp8 f, Casts c);
+std::uint8_t cast_fp8(float x, fp8::FormatId f, Casts c);
 std::uint16_t cast_bf16(float x, Casts c);
 // The stored scale as float32 bits' value: bf16(S) widened, or S.
 float stored_scale(float s, ScaleDtype d, Casts c);
@@ -54,7 +56,5 @@ struct Transposed {
 };
 Transposed quantize_pergroup_transposed(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
 Quantized quantize_perblock(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o);
-
-float decode_fp8(std::uint8_t code, Fp8 f);
 
 }  // namespace lowbit::coat_act

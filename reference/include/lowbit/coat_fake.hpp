@@ -5,9 +5,12 @@
 #include <span>
 #include <vector>
 
+#include "lowbit/fp8.hpp"
+
 namespace lowbit::coat_fake {
 
-enum class Fp8 { E4M3, E5M2 };  // (e_bit, m_bit) = (4, 3) / (5, 2); SymmQuantizer's Qp = 448 / 57344
+// The FP8 format of a quantizer is an fp8::FormatId (params "fp8": "e4m3" | "e5m2"): COAT's
+// (e_bit, m_bit) are its exponent and mantissa bits, SymmQuantizer's Qp its largest finite value.
 // Where the Triton kernel (and the torch scalar division in SymmQuantizer) runs. Finite results are
 // the same on both; they differ in the NaN bits and in how torch divides by a Python scalar.
 enum class Model {
@@ -19,10 +22,10 @@ enum class Model {
 float round_half_away(float v);
 
 // One element of FloatPointQuantizeTriton.floatExMy_quantize_triton (stochastic=False).
-float floatexmy_triton(float x, Fp8 f, Model m);
+float floatexmy_triton(float x, fp8::FormatId f, Model m);
 // One element of FloatPointQuantizeTorch.floatExMy_quantize_torch (stochastic=False, ceil=False),
 // torch 2.x on the CPU: torch.round is half-to-even and x.sign() maps -0 (and NaN) to +0.
-float floatexmy_torch(float x, Fp8 f);
+float floatexmy_torch(float x, fp8::FormatId f);
 
 struct Symm {
   std::vector<float> rq;     // M x N: Q * scale (block_reshape'd back)
@@ -34,9 +37,9 @@ struct Symm {
 // block_reshape. Row-major M x N input; throws std::invalid_argument when a block size does not
 // divide its dimension (COAT asserts).
 Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std::int64_t row_block,
-                   std::int64_t col_block, float epsilon, Fp8 f, Model model);
+                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model);
 
 // The block scale: (2 * absmax) / (Qp - Qn) as torch computes it for the model.
-float symm_scale(float absmax, Fp8 f, Model model);
+float symm_scale(float absmax, fp8::FormatId f, Model model);
 
 }  // namespace lowbit::coat_fake

@@ -6,8 +6,8 @@
 
 namespace lowbit {
 
-inline std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
-inline float float_from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
+constexpr std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
+constexpr float float_from_bits(std::uint32_t u) { return std::bit_cast<float>(u); }
 
 // Distance in binary32 ulps between two non-NaN floats: the number of representable values stepped
 // over going from a to b (+0 and -0 are one point). Bit patterns are mapped onto a line where

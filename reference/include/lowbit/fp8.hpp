@@ -5,44 +5,123 @@
 // result cannot depend on the compiler, FTZ/DAZ or contraction. docs/formats/fp8.md states the rules.
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
+#include <utility>
 
+#include "lowbit/dtype.hpp"
 #include "lowbit/float_bits.hpp"
 
 namespace lowbit::fp8 {
 
 // ---- Formats ---------------------------------------------------------------------------------
-// Codes are sign-magnitude: bit 7 is the sign, bits 6..0 the magnitude code, and magnitude codes
-// 0..max_finite are ordered by value. That ordering is what makes one rounding routine serve all.
+// A format is declared once, as a Spec of the fields below (docs/formats/fp8.md, "Adding a
+// format"), and used as Traits<Spec>, which derives what the generic code asks for: the codes of
+// the largest finite value, of Inf and of the canonical NaN, the NaN and Inf tests, and the largest
+// finite value as a float. The fields follow ml_dtypes' float8.h (Traits: kIsSigned, kHasZero,
+// kExponentBits, kMantissaBits, kExponentBias; numeric_limits: has_infinity, quiet_NaN) and cover
+// every flavour it has: OCP E4M3FN and E5M2, the FNUZ variants, and MX's unsigned scale E8M0.
+// Codes of a signed format are sign-magnitude: bit 7 is the sign, bits 6..0 the magnitude code,
+// and magnitude codes 0..max_finite are ordered by value. That ordering is what makes one rounding
+// routine serve all.
 
 enum class FormatId { E4M3FN, E5M2 };
 
-struct E4M3FN {  // OCP OFP8 E4M3 ("FN": finite, no Inf; NaN only at S.1111.111)
+// Which codes are NaN.
+enum class NanCodes {
+  Ieee,          // exponent field all ones with a nonzero mantissa, either sign (E5M2)
+  AllOnes,       // the all-ones magnitude only, either sign: S.1111.111 (E4M3FN), 0xFF (E8M0)
+  NegativeZero,  // 0x80 only, the code -0 would have: the FNUZ formats, which have no -0
+};
+
+template <class Spec>
+struct Traits : Spec {
+  static constexpr int exponent_bits = Spec::exponent_bits, mantissa_bits = Spec::mantissa_bits;
+  static_assert(int{Spec::is_signed} + exponent_bits + mantissa_bits == 8, "an FP8 format has 8 bits");
+  static constexpr std::uint8_t sign_mask = Spec::is_signed ? 0x80 : 0x00;
+  static constexpr std::uint8_t magnitude_mask = Spec::is_signed ? 0x7F : 0xFF;
+  // -0 exists where there is a sign bit, a zero, and 0x80 is not taken by NaN.
+  static constexpr bool has_negative_zero =
+      Spec::is_signed && Spec::has_zero && Spec::nan_codes != NanCodes::NegativeZero;
+  // The magnitude with every exponent bit set and a zero mantissa: Inf where the format has one.
+  static constexpr std::uint8_t all_ones_exponent =
+      static_cast<std::uint8_t>(((1u << exponent_bits) - 1) << mantissa_bits);
+  static constexpr std::uint8_t inf = Spec::has_inf ? all_ones_exponent : 0;  // magnitude code; 0: none
+  // The largest finite magnitude code: below the all-ones exponent (IEEE), below the all-ones
+  // magnitude (E4M3FN, E8M0), or the all-ones magnitude itself (FNUZ: NaN lives at 0x80).
+  static constexpr std::uint8_t max_finite =
+      Spec::nan_codes == NanCodes::Ieee      ? all_ones_exponent - 1
+      : Spec::nan_codes == NanCodes::AllOnes ? magnitude_mask - 1
+                                             : magnitude_mask;
+  // The NaN ml_dtypes produces (numeric_limits::quiet_NaN): IEEE's first mantissa bit set, else
+  // the format's only NaN (a full code for FNUZ, a magnitude otherwise).
+  static constexpr std::uint8_t quiet_nan =
+      Spec::nan_codes == NanCodes::Ieee      ? all_ones_exponent | (1u << (mantissa_bits > 0 ? mantissa_bits - 1 : 0))
+      : Spec::nan_codes == NanCodes::AllOnes ? magnitude_mask
+                                             : 0x80;
+  static_assert(Spec::nan_codes != NanCodes::Ieee || mantissa_bits > 0, "IEEE NaNs need a mantissa");
+  static_assert(!Spec::has_inf || Spec::nan_codes == NanCodes::Ieee, "Inf is the all-ones exponent of IEEE-like formats");
+
+  static constexpr bool is_nan(std::uint8_t c) {
+    if constexpr (Spec::nan_codes == NanCodes::Ieee) return (c & magnitude_mask) > all_ones_exponent;
+    else if constexpr (Spec::nan_codes == NanCodes::AllOnes) return (c & magnitude_mask) == magnitude_mask;
+    else return c == 0x80;
+  }
+  static constexpr bool is_inf(std::uint8_t c) { return Spec::has_inf && (c & magnitude_mask) == inf; }
+
+  // The largest finite value (448 for E4M3FN, 57344 for E5M2): a normal, so its binary32 pattern
+  // is the code's fields re-biased.
+  static constexpr float max_value = [] {
+    constexpr int biased = (max_finite >> mantissa_bits) + 127 - Spec::bias;
+    static_assert(biased >= 1 && biased <= 254, "the largest finite value is a normal binary32");
+    return float_from_bits(static_cast<std::uint32_t>(biased) << 23 |
+                           std::uint32_t{max_finite & ((1u << mantissa_bits) - 1)} << (23 - mantissa_bits));
+  }();
+};
+
+struct E4M3FNSpec {  // OCP OFP8 E4M3 ("FN": finite, no Inf; NaN only at S.1111.111)
   static constexpr FormatId id = FormatId::E4M3FN;
-  static constexpr std::string_view name = "e4m3fn";
+  static constexpr std::string_view name = "e4m3fn";    // torch and ml_dtypes float8_e4m3fn
+  static constexpr std::string_view short_name = "e4m3";  // COAT's and Triton's spelling (params "fp8")
+  static constexpr DType code_dtype = DType::F8_E4M3;     // safetensors "F8_E4M3"
+  static constexpr bool is_signed = true;
   static constexpr int exponent_bits = 4;
   static constexpr int mantissa_bits = 3;
   static constexpr int bias = 7;
+  static constexpr bool has_zero = true;
   static constexpr bool has_inf = false;
-  static constexpr std::uint8_t max_finite = 0x7E;  // 448
-  static constexpr std::uint8_t quiet_nan = 0x7F;   // the only NaN magnitude
-  static constexpr bool is_nan(std::uint8_t c) { return (c & 0x7F) == 0x7F; }
-  static constexpr bool is_inf(std::uint8_t) { return false; }
+  static constexpr NanCodes nan_codes = NanCodes::AllOnes;
 };
+using E4M3FN = Traits<E4M3FNSpec>;
 
-struct E5M2 {  // OCP OFP8 E5M2 (IEEE-like: Inf at S.11111.00, NaN at S.11111.{01,10,11})
+struct E5M2Spec {  // OCP OFP8 E5M2 (IEEE-like: Inf at S.11111.00, NaN at S.11111.{01,10,11})
   static constexpr FormatId id = FormatId::E5M2;
   static constexpr std::string_view name = "e5m2";
+  static constexpr std::string_view short_name = "e5m2";
+  static constexpr DType code_dtype = DType::F8_E5M2;  // safetensors "F8_E5M2"
+  static constexpr bool is_signed = true;
   static constexpr int exponent_bits = 5;
   static constexpr int mantissa_bits = 2;
   static constexpr int bias = 15;
+  static constexpr bool has_zero = true;
   static constexpr bool has_inf = true;
-  static constexpr std::uint8_t max_finite = 0x7B;  // 57344
-  static constexpr std::uint8_t inf = 0x7C;
-  static constexpr std::uint8_t quiet_nan = 0x7E;   // ml_dtypes' quiet_NaN()
-  static constexpr bool is_nan(std::uint8_t c) { return (c & 0x7F) > 0x7C; }
-  static constexpr bool is_inf(std::uint8_t c) { return (c & 0x7F) == 0x7C; }
+  static constexpr NanCodes nan_codes = NanCodes::Ieee;
 };
+using E5M2 = Traits<E5M2Spec>;
+
+// Every FormatId, for loops over the formats.
+inline constexpr FormatId kFormats[] = {FormatId::E4M3FN, FormatId::E5M2};
+
+// The one place a run-time FormatId becomes a type: calls fn(Traits{}) with the format's traits
+// (an empty object; use decltype). Every branch must return the same type.
+template <class Fn>
+constexpr decltype(auto) dispatch(FormatId id, Fn&& fn) {
+  switch (id) {
+    case FormatId::E4M3FN: return std::forward<Fn>(fn)(E4M3FN{});
+    case FormatId::E5M2: return std::forward<Fn>(fn)(E5M2{});
+  }
+  throw std::invalid_argument("fp8::dispatch: not a FormatId");
+}
 
 // The format described by numbers instead of types, for code chosen at run time.
 struct FormatInfo {
@@ -52,10 +131,23 @@ struct FormatInfo {
   int mantissa_bits;
   int bias;
   bool has_inf;
-  std::uint8_t max_finite;
+  std::uint8_t max_finite;  // magnitude code
+  std::string_view short_name;
+  DType code_dtype;
+  bool is_signed;
+  bool has_zero;
+  bool has_negative_zero;
+  NanCodes nan_codes;
+  std::uint8_t inf;  // magnitude code, 0 when the format has none
+  float max_value;
 };
 FormatInfo format_info(FormatId id);
-std::optional<FormatId> parse_format(std::string_view name);  // "e4m3fn" | "e5m2"
+// "e4m3fn" or its short spelling "e4m3" (COAT's params), "e5m2".
+std::optional<FormatId> parse_format(std::string_view name);
+// The same for a parameter's value: throws std::runtime_error naming the parameter otherwise.
+FormatId format_from_param(std::string_view value, std::string_view param);
+// The format whose codes a tensor of this dtype holds (F8_E4M3, F8_E5M2), if any.
+std::optional<FormatId> format_of_dtype(DType d);
 
 // ---- Policies --------------------------------------------------------------------------------
 
@@ -176,6 +268,9 @@ constexpr std::uint8_t overflow_code(std::uint8_t sign, const Policy& p) {
 
 template <class Format, class RoundsUp>
 constexpr std::uint8_t encode_with(float x, const Policy& p, RoundsUp rounds_up) {
+  static_assert(Format::has_negative_zero && Format::nan_codes != NanCodes::NegativeZero,
+                "the encoder knows sign-magnitude formats with +-0 (OCP OFP8); an unsigned, zero-less or FNUZ "
+                "format needs its own rules for negative inputs, zero and NaN here first");
   const std::uint32_t u = bits_of(x);
   const auto sign = static_cast<std::uint8_t>((u >> 24) & 0x80u);
   const std::uint32_t a = u & 0x7FFFFFFFu;
@@ -209,29 +304,47 @@ constexpr std::uint8_t encode_stochastic(float x, std::uint32_t random_bits, con
 
 // ---- Decoding --------------------------------------------------------------------------------
 
-// Reference: OCP OFP8 rev 1.0 decoding; exact. NaN decodes to the quiet NaN 0x7FC00000 with the
-// code's sign (c10's scalar path gives 0x7FF00000|s, its AVX-512 path 0x7FC00000|s: compare NaN-ness).
-template <class Format>
-constexpr float decode(std::uint8_t code) {
-  constexpr int m = Format::mantissa_bits;
-  const std::uint32_t sign = std::uint32_t{code & 0x80u} << 24;
-  if (Format::is_nan(code)) return float_from_bits(sign | 0x7FC00000u);
-  if (Format::is_inf(code)) return float_from_bits(sign | 0x7F800000u);
-  const std::uint32_t exponent = (code & 0x7Fu) >> m;
-  std::uint32_t mantissa = code & ((1u << m) - 1);
-  if (exponent != 0) {
-    return float_from_bits(sign | ((exponent + 127 - Format::bias) << 23) | (mantissa << (23 - m)));
+namespace detail {
+
+// The value of a finite magnitude code from the format's fields alone (so Traits can use it too).
+template <class Spec>
+constexpr float magnitude_value(std::uint32_t magnitude) {
+  constexpr int m = Spec::mantissa_bits;
+  const std::uint32_t exponent = magnitude >> m;
+  std::uint32_t mantissa = magnitude & ((1u << m) - 1);
+  if (exponent == 0 && Spec::has_zero) {  // zero and the subnormals (E8M0 has neither: its field 0 is 2^-127)
+    if (mantissa == 0) return 0.0f;
+    // Subnormal: mantissa * 2^(1 - bias - m); renormalize so the leading one becomes the hidden bit.
+    const int leading = 31 - std::countl_zero(mantissa);  // position of the leading one, 0..m-1
+    mantissa = (mantissa << (m - leading)) & ((1u << m) - 1);
+    const auto biased = static_cast<std::uint32_t>(127 + 1 - Spec::bias - m + leading);
+    return float_from_bits((biased << 23) | (mantissa << (23 - m)));
   }
-  if (mantissa == 0) return float_from_bits(sign);
-  // Subnormal: mantissa * 2^(1 - bias - m); renormalize so the leading one becomes the hidden bit.
-  int leading = 31 - std::countl_zero(mantissa);  // position of the leading one, 0..m-1
-  mantissa = (mantissa << (m - leading)) & ((1u << m) - 1);
-  const std::uint32_t biased = static_cast<std::uint32_t>(127 + 1 - Format::bias - m + leading);
-  return float_from_bits(sign | (biased << 23) | (mantissa << (23 - m)));
+  const int biased = static_cast<int>(exponent) + 127 - Spec::bias;
+  if (biased >= 1) return float_from_bits((static_cast<std::uint32_t>(biased) << 23) | (mantissa << (23 - m)));
+  // Below binary32's normal range (E8M0's 2^-127): a binary32 subnormal; the shift drops only zeros.
+  return float_from_bits((((1u << m) | mantissa) << (23 - m)) >> (1 - biased));
 }
 
-// Position of a code on the number line of its format: consecutive values are consecutive
-// integers and +0 / -0 meet at 0. Code distances in reports are differences of ordinals.
+}  // namespace detail
+
+// Reference: OCP OFP8 rev 1.0 decoding (ml_dtypes float8.h for the other flavours); exact. NaN
+// decodes to the quiet NaN 0x7FC00000 with the code's sign (c10's scalar path gives 0x7FF00000|s,
+// its AVX-512 path 0x7FC00000|s: compare NaN-ness).
+template <class Format>
+constexpr float decode(std::uint8_t code) {
+  const std::uint32_t sign = std::uint32_t{static_cast<std::uint8_t>(code & Format::sign_mask)} << 24;
+  if (Format::is_nan(code)) return float_from_bits(sign | 0x7FC00000u);
+  if (Format::is_inf(code)) return float_from_bits(sign | 0x7F800000u);
+  return float_from_bits(sign | bits_of(detail::magnitude_value<Format>(code & Format::magnitude_mask)));
+}
+
+// The same for a format chosen at run time.
+float decode(FormatId format, std::uint8_t code);
+
+// Position of a code of a sign-magnitude format (E4M3FN, E5M2) on its number line: consecutive
+// values are consecutive integers and +0 / -0 meet at 0. Code distances in reports are differences
+// of ordinals.
 constexpr int code_ordinal(std::uint8_t code) { return (code & 0x80) ? -int(code & 0x7F) : int(code & 0x7F); }
 
 // Convenience: the same encoders from the 16-bit storage formats (widening is exact).
