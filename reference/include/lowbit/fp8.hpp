@@ -19,8 +19,8 @@ namespace lowbit::fp8 {
 // format"), and used as Traits<Spec>, which derives what the generic code asks for: the codes of
 // the largest finite value, of Inf and of the canonical NaN, the NaN and Inf tests, and the largest
 // finite value as a float. The fields follow ml_dtypes' float8.h (Traits: kIsSigned, kHasZero,
-// kExponentBits, kMantissaBits, kExponentBias; numeric_limits: has_infinity, quiet_NaN) and cover
-// every flavour it has: OCP E4M3FN and E5M2, the FNUZ variants, and MX's unsigned scale E8M0.
+// kExponentBits, kMantissaBits, kExponentBias; numeric_limits: has_infinity, quiet_NaN) and can
+// describe its other flavours too: the FNUZ variants and the unsigned ones (MX's scale E8M0).
 // Codes of a signed format are sign-magnitude: bit 7 is the sign, bits 6..0 the magnitude code,
 // and magnitude codes 0..max_finite are ordered by value. That ordering is what makes one rounding
 // routine serve all.
