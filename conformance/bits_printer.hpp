@@ -103,8 +103,7 @@ inline std::string describe(const Code& c) {
   if (c.code > 0xFF) return fmt::format("0x{:X} (not an 8-bit code)", c.code);
   const auto u = static_cast<std::uint8_t>(c.code);
   if (c.fp8) {
-    const float v = *c.fp8 == fp8::FormatId::E4M3FN ? fp8::decode<fp8::E4M3FN>(u) : fp8::decode<fp8::E5M2>(u);
-    return fmt::format("0x{:02X} ({:.9g})", u, v);
+    return fmt::format("0x{:02X} ({:.9g})", u, fp8::decode(*c.fp8, u));
   }
   if (u < c.table.size()) return fmt::format("0x{:02X} ({:.9g})", u, c.table[u]);
   if (!c.table.empty()) return fmt::format("0x{:02X} (outside the {}-entry table)", u, c.table.size());
