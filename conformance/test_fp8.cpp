@@ -285,8 +285,8 @@ TEST_CASE("traits: the derived codes and values of E4M3FN and E5M2 are OCP OFP8'
     dispatch(id, [&info](auto traits) {
       using F = decltype(traits);
       CHECK(info.id == F::id);
-      CHECK(fp8_code(info.max_finite, id) == fp8_code(F::max_finite, id));
-      CHECK(fp8_code(info.inf, id) == fp8_code(F::inf, id));
+      CHECK(fp8_code<F>(info.max_finite) == fp8_code<F>(F::max_finite));
+      CHECK(fp8_code<F>(info.inf) == fp8_code<F>(F::inf));
       CHECK(bits(info.max_value) == bits(F::max_value));
       CHECK(info.code_dtype == F::code_dtype);
       CHECK(info.nan_codes == F::nan_codes);
