@@ -1,8 +1,10 @@
-// The round-trip audit (docs/audit.md): its measures on tiny inputs whose dequantized values are
-// derived by hand from the codebooks and the E4M3 grid, byte-identical results for any thread
-// count, and the rejection of bad inputs.
+// The round-trip audit (docs/audit.md) through the registry's round-trip hooks: its measures on tiny
+// inputs whose dequantized values are derived by hand from the codebooks and the E4M3 grid,
+// bitsandbytes' own numbers, byte-identical results for any thread count, the rejection of bad
+// inputs; the input specs it shares with golden generate; the trajectory study's optimizer runs.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -15,9 +17,9 @@
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
+#include "lowbit/generators.hpp"
 
 using namespace lowbit;
-using audit::Format;
 using namespace lowbit::test;
 
 namespace {
@@ -30,20 +32,33 @@ bool same(const audit::Metrics& a, const audit::Metrics& b) {
          a.worst_block == b.worst_block && eq(a.worst_block_mean_abs, b.worst_block_mean_abs);
 }
 
+const FormatSpec& format(const std::string& name) {
+  const FormatSpec* f = find_format(name);
+  REQUIRE_MESSAGE(f, name);
+  return *f;
+}
+
+std::vector<std::string> names(const std::vector<const FormatSpec*>& formats) {
+  std::vector<std::string> out;
+  for (const FormatSpec* f : formats) out.push_back(f->name);
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("fp8-perblock: every measure on two hand-checked blocks of 16") {
+TEST_CASE("fp8.perblock.e4m3: every measure on two hand-checked blocks of 16") {
   // Block 0: amax 448, so the scale is exactly 1 and E4M3's grid applies directly: spacing 1/8 on
   // [1, 2) and 1/4 on [2, 4); 1.0625 and 1.1875 are ties (to even: 1.0 and 1.25), -2.0625 rounds to -2.
   // Block 1: amax 448 again; 2^-10 is half the smallest subnormal 2^-9, a tie to even: flushed to 0.
+  const FormatSpec& f = format("fp8.perblock.e4m3");
   std::vector<float> x(32, 0.0f);
   x[0] = 448.0f, x[1] = 1.0625f, x[2] = 1.1875f, x[3] = 3.0f, x[4] = -2.0625f;
   x[16] = 448.0f, x[17] = 0x1.0p-10f;
   std::vector<float> expected = x;
   expected[1] = 1.0f, expected[2] = 1.25f, expected[4] = -2.0f, expected[17] = 0.0f;
-  CHECK(same_values(audit::round_trip(Format::Fp8PerBlock, x, 16), expected));
+  CHECK(same_values(audit::round_trip(f, x, 16), expected));
 
-  const audit::Metrics m = audit::audit(Format::Fp8PerBlock, x, 16);
+  const audit::Metrics m = audit::audit(f, x, 16);
   const double e = 0.0625, tiny = 0x1.0p-10;
   CHECK(m.n == 32);
   CHECK(m.blocks == 2);
@@ -64,7 +79,7 @@ TEST_CASE("fp8-perblock: every measure on two hand-checked blocks of 16") {
   CHECK(value(m.worst_block_mean_abs) == doctest::Approx(3 * e / 16).epsilon(1e-15));
 }
 
-TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entries derived by hand") {
+TEST_CASE("torchao.codebook8.signed and bnb.blockwise8.dynamic: dequantized values are the codebook entries") {
   const std::vector<float> q = codebook::signed8();
   // amax 1 (q[255] is 1), so the scale is 1: a value a quarter of the way from q[200] to q[201]
   // comes back as q[200]; an entry comes back as itself.
@@ -72,13 +87,15 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
   x[0] = 1.0f;
   x[1] = 0.75f * q[200] + 0.25f * q[201];
   x[2] = q[37];
-  x[3] = -0.5f;  // signed data: the signed map
-  for (Format f : {Format::Torchao8, Format::Bnb8}) {
-    const std::size_t block = f == Format::Bnb8 ? 64 : 16;
+  x[3] = -0.5f;
+  for (const std::string name : {"torchao.codebook8.signed", "bnb.blockwise8.dynamic"}) {
+    const FormatSpec& f = format(name);
+    const bool bnb = name.starts_with("bnb");
+    const std::size_t block = bnb ? 64 : 16;
     std::vector<float> xb(block, 0.0f);
     std::copy(x.begin(), x.end(), xb.begin());
     const std::vector<float> r = audit::round_trip(f, xb, block);
-    CAPTURE(audit::format_name(f));
+    CAPTURE(name);
     CHECK(value(r[0]) == value(1.0f));
     CHECK(value(r[1]) == value(q[200]));
     CHECK(value(r[2]) == value(q[37]));
@@ -86,7 +103,7 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
     // round(0.5 * 65535 + 0.5) = 32768, the value -1 + 2 * 32768 / 65535 > 0, whose code is the
     // number of midpoints below it: not the zero entry (the CPU path does not keep zeros).
     float zero_back = 0.0f;
-    if (f == Format::Bnb8) {
+    if (bnb) {
       const float v = -1.0f + (2.0f * 32768.0f) / 65535.0f;
       std::size_t code = 0;
       while (code + 1 < q.size() && 0.5f * (q[code] + q[code + 1]) < v) ++code;
@@ -100,20 +117,35 @@ TEST_CASE("torchao-8bit and bnb-8bit: dequantized values are the codebook entrie
     CHECK(value(m.mean_abs) == doctest::Approx(err / static_cast<double>(block)).epsilon(1e-14));
     CHECK(m.flushed == 0);
   }
-  // Non-negative data: the unsigned map, whose entries come back exactly (zero error, infinite SQNR).
+}
+
+TEST_CASE("unsigned formats: exact on their own entries, n/a on data with a negative value") {
+  const FormatSpec& u8 = format("torchao.codebook8.unsigned");
   const std::vector<float> u = codebook::unsigned8();
   std::vector<float> v(16, 0.0f);
   v[0] = 1.0f, v[1] = u[100], v[2] = u[3];
-  const audit::Metrics m = audit::audit(Format::Torchao8, v, 16);
+  const audit::Metrics m = audit::audit(u8, v, 16);
   CHECK_FALSE(m.is_signed);
   CHECK(value(m.mean_abs) == value(0.0));
   CHECK(is_inf(m.sqnr_db));
   CHECK(m.flushed == 0);
+
+  v[5] = -0.25f;
+  for (const std::string name : {"torchao.codebook8.unsigned", "torchao.codebook4.unsigned"}) {
+    CAPTURE(name);
+    CHECK(audit::not_applicable(format(name), 16, true) == "n/a (unsigned map: the data has negative values)");
+    CHECK(audit::not_applicable(format(name), 16, false) == "");
+    CHECK_THROWS_WITH_AS(audit::audit(format(name), v, 16), doctest::Contains("unsigned map"), std::invalid_argument);
+  }
+  // -0.0 is not negative
+  v[5] = -0.0f;
+  CHECK(value(audit::audit(u8, v, 16).mean_abs) == value(0.0));
+  CHECK(audit::not_applicable(format("torchao.codebook8.signed"), 16, true) == "");
 }
 
 TEST_CASE("torchao formats zero-pad a partial tail block") {
   const std::vector<float> x = audit::make_input("normal:n=20,seed=5");
-  const std::vector<float> r = audit::round_trip(Format::Torchao4, x, 16);
+  const std::vector<float> r = audit::round_trip(format("torchao.codebook4.signed"), x, 16);
   REQUIRE(r.size() == 20);
   std::vector<float> tail(16, 0.0f);
   std::copy(x.begin() + 16, x.end(), tail.begin());
@@ -123,21 +155,35 @@ TEST_CASE("torchao formats zero-pad a partial tail block") {
   for (std::size_t i = 0; i < 4; ++i) CHECK(value(r[16 + i]) == value(d[i]));
 }
 
-TEST_CASE("the measures are the same bytes for 1 and 2 threads") {
+TEST_CASE("bnb.blockwise8.dynamic reproduces bitsandbytes 0.50.2's own mean absolute error on randn") {
+  // bitsandbytes 0.50.2 quantize_blockwise / dequantize_blockwise (CPU) on the values of
+  // normal:n=1048576,seed=1, mean |A - A^| as torch sums it; our sum is in double, in block order.
+  const std::vector<float> x = audit::make_input("normal:n=1048576,seed=1");
+  const FormatSpec& f = format("bnb.blockwise8.dynamic");
+  CHECK(value(audit::audit(f, x, 64, 2).mean_abs) == doctest::Approx(0.007520006003266421).epsilon(1e-9));
+  CHECK(value(audit::audit(f, x, 256, 2).mean_abs) == doctest::Approx(0.008521398173585177).epsilon(1e-9));
+  CHECK(value(audit::audit(f, x, 4096, 2).mean_abs) == doctest::Approx(0.00997950190681959).epsilon(1e-9));
+}
+
+TEST_CASE("the measures are the same bytes for 1 and 2 threads, for every format with a round trip") {
   // More than one chunk (2^18 elements), with a partial tail block.
   std::vector<float> x = audit::make_input("student-t:n=600037,seed=9");
   const std::vector<float> v = audit::make_input("adam-v:n=300000,seed=2,steps=3");
+  const std::vector<const FormatSpec*> all = audit::formats();
+  CHECK(all.size() >= 10);
   for (const auto& data : {x, v})
-    for (const auto& info : audit::formats())
+    for (const FormatSpec* f : all)
       for (std::size_t block : {std::size_t{128}, std::size_t{4096}}) {
-        if (!audit::unsupported_reason(info.id, block).empty()) continue;
-        CAPTURE(info.name);
+        const bool negative = std::any_of(data.begin(), data.end(), [](float e) { return e < 0.0f; });
+        if (!audit::not_applicable(*f, block, negative).empty()) continue;
+        CAPTURE(f->name);
         CAPTURE(block);
-        CHECK(same(audit::audit(info.id, data, block, 1), audit::audit(info.id, data, block, 2)));
-        CHECK(same_values(audit::round_trip(info.id, data, block, 1), audit::round_trip(info.id, data, block, 2)));
+        CHECK(same(audit::audit(*f, data, block, 1), audit::audit(*f, data, block, 2)));
+        CHECK(same_values(audit::round_trip(*f, data, block, 1), audit::round_trip(*f, data, block, 2)));
       }
   // measure() agrees with a plain serial computation.
-  const std::vector<float> r = audit::round_trip(Format::Torchao8, x, 256, 2);
+  const FormatSpec& t8 = format("torchao.codebook8.signed");
+  const std::vector<float> r = audit::round_trip(t8, x, 256, 2);
   double abs = 0, err2 = 0, x2 = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double e = std::fabs(static_cast<double>(x[i]) - r[i]);
@@ -146,12 +192,54 @@ TEST_CASE("the measures are the same bytes for 1 and 2 threads") {
   const audit::Metrics m = audit::measure(x, r, 256, 2);
   CHECK(value(m.mean_abs) == doctest::Approx(abs / static_cast<double>(x.size())).epsilon(1e-12));
   CHECK(value(m.sqnr_db) == doctest::Approx(10 * std::log10(x2 / err2)).epsilon(1e-12));
-  CHECK(same(m, audit::audit(Format::Torchao8, x, 256, 1)));
+  CHECK(same(m, audit::audit(t8, x, 256, 1)));
 }
 
-TEST_CASE("synthetic Adam moments: one step is the EMA of one gradient") {
-  const std::vector<float> m = audit::make_input("adam-m:n=64,seed=4,steps=1");
-  const std::vector<float> v = audit::make_input("adam-v:n=64,seed=4,steps=1");
+TEST_CASE("formats are selected by registry name and glob, as conform --format") {
+  CHECK(names(audit::formats({"bnb.blockwise8.dynamic"})) == std::vector<std::string>{"bnb.blockwise8.dynamic"});
+  CHECK(names(audit::formats({"torchao.codebook8.*"})) ==
+        std::vector<std::string>{"torchao.codebook8.signed", "torchao.codebook8.unsigned"});
+  const auto every = names(audit::formats());
+  for (const char* n : {"torchao.codebook8.signed", "torchao.codebook4.unsigned", "torchao.fp8", "bnb.blockwise8.dynamic",
+                        "fp8.perblock.e4m3", "coat.optim.origin.e4m3", "coat.optim.expand.e4m3"})
+    CHECK(std::find(every.begin(), every.end(), n) != every.end());
+  // a format without a round trip (an element-wise cast) is not an audit format
+  CHECK(std::find(every.begin(), every.end(), "fp8.e4m3fn.satfinite") == every.end());
+  CHECK_THROWS_WITH_AS(audit::formats({"torchao-8bit", "torchao.*"}),
+                       doctest::Contains("no format matches 'torchao-8bit' (formats here: torchao.codebook8.signed"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::formats({"fp8.e4m3fn.*"}), doctest::Contains("'fp8.e4m3fn.*'"), std::invalid_argument);
+  CHECK(format("coat.optim.origin.e4m3").round_trip_blocks.refusal(64) == "n/a (COAT groups are 128)");
+  CHECK(format("coat.optim.origin.e4m3").round_trip_blocks.refusal(128) == "");
+  CHECK(format("bnb.blockwise8.dynamic").round_trip_blocks.refusal(32) == "n/a (bitsandbytes block sizes are 64..4096)");
+  CHECK(format("bnb.blockwise8.dynamic").round_trip_blocks.refusal(4096) == "");
+  CHECK(format("bnb.blockwise8.dynamic").round_trip_blocks.refusal(96) != "");  // not a power of two
+}
+
+TEST_CASE("bad inputs are rejected with a message naming the fault") {
+  const std::vector<float> x(256, 1.0f);
+  const FormatSpec& t8 = format("torchao.codebook8.signed");
+  CHECK_THROWS_AS(audit::round_trip(t8, x, 48), std::invalid_argument);
+  CHECK_THROWS_AS(audit::round_trip(t8, x, 8), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::round_trip(format("coat.optim.origin.e4m3"), x, 64),
+                       doctest::Contains("COAT groups are 128"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::round_trip(format("fp8.e4m3fn.nan"), x, 64), doctest::Contains("has no round trip"),
+                       std::invalid_argument);
+  std::vector<float> bad(64, 1.0f);
+  bad[3] = std::numeric_limits<float>::quiet_NaN();
+  CHECK_THROWS_WITH_AS(audit::audit(format("fp8.perblock.e4m3"), bad, 64), doctest::Contains("NaN or infinite"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(audit::make_input("adam-m:n=10,bogus=1"), std::invalid_argument);
+  CHECK_THROWS_AS(audit::make_input("adam-v:steps=0"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::make_input("edges"), doctest::Contains("edges belong to one format"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::make_input("laplace:n=4"), doctest::Contains("adam-m"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::audit(format("fp8.perblock.e4m3"), audit::make_input("special"), 16),
+                       doctest::Contains("NaN or infinite"), std::invalid_argument);
+}
+
+TEST_CASE("input specs: adam-m and adam-v are generator kinds; one step is the EMA of one gradient") {
+  const std::vector<float> m = generate_inputs(parse_input_spec("adam-m:n=64,seed=4,steps=1"), FormatSpec{}, {});
+  const std::vector<float> v = generate_inputs(parse_input_spec("adam-v:n=64,seed=4,steps=1"), FormatSpec{}, {});
   REQUIRE(m.size() == 64);
   for (std::size_t i = 0; i < 64; ++i) {
     const float g = m[i] / 0.1f;  // m = 0.1 g exactly up to one rounding
@@ -159,37 +247,66 @@ TEST_CASE("synthetic Adam moments: one step is the EMA of one gradient") {
     CHECK(value(static_cast<double>(v[i])) == doctest::Approx(0.001 * static_cast<double>(g) * g).epsilon(1e-5));
   }
   CHECK(same_values(audit::make_input("adam-m:n=64,seed=4,steps=1"), m));
+  CHECK_THROWS_WITH_AS(parse_input_spec("adam-m:steps=2.5"), doctest::Contains("steps must be"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(parse_input_spec("normal:steps=2"), doctest::Contains("takes no 'steps'"), std::invalid_argument);
 }
 
-TEST_CASE("bad inputs are rejected with a message naming the fault") {
-  CHECK_THROWS_WITH_AS(audit::parse_format("int8"), doctest::Contains("known: torchao-8bit"), std::invalid_argument);
-  const std::vector<float> x(256, 1.0f);
-  CHECK_THROWS_AS(audit::round_trip(Format::Torchao8, x, 48), std::invalid_argument);
-  CHECK_THROWS_AS(audit::round_trip(Format::Torchao8, x, 8), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(audit::round_trip(Format::Coat, x, 64), doctest::Contains("COAT groups are 128"),
-                       std::invalid_argument);
-  CHECK(audit::unsupported_reason(Format::CoatExpand, 256) == "n/a (COAT groups are 128)");
-  CHECK(audit::unsupported_reason(Format::Bnb8, 32) != "");
-  CHECK(audit::unsupported_reason(Format::Bnb8, 4096) == "");
-  std::vector<float> bad(64, 1.0f);
-  bad[3] = std::numeric_limits<float>::quiet_NaN();
-  CHECK_THROWS_WITH_AS(audit::audit(Format::Fp8PerBlock, bad, 64), doctest::Contains("NaN or infinite"),
-                       std::invalid_argument);
-  CHECK_THROWS_AS(audit::make_input("adam-m:n=10,bogus=1"), std::invalid_argument);
-  CHECK_THROWS_AS(audit::make_input("adam-v:steps=0"), std::invalid_argument);
-  CHECK_THROWS_AS(audit::make_input("edges"), std::invalid_argument);
-  CHECK_THROWS_WITH_AS(audit::make_input("laplace:n=4"), doctest::Contains("adam-m"), std::invalid_argument);
+TEST_CASE("input specs: special and edges take n (the list's first n values, repeated from its start)") {
+  const FormatSpec& cast = format("fp8.e4m3fn.satfinite");
+  const nlohmann::json params = resolve_params(cast, {});
+  const std::vector<float> special = generate_inputs(parse_input_spec("special"), FormatSpec{}, {});
+  const std::vector<float> edges = generate_inputs(parse_input_spec("edges"), cast, params);
+  REQUIRE(special.size() == 18);  // the list in generators.cpp: +-0, +-denorm_min, ..., +-1e30
+  CHECK(edges.size() > 1000);
+  // shorter: a prefix
+  const std::vector<float> s5 = generate_inputs(parse_input_spec("special:n=5"), FormatSpec{}, {});
+  REQUIRE(s5.size() == 5);
+  for (std::size_t i = 0; i < 5; ++i) CHECK(bits(s5[i]) == bits(special[i]));
+  CHECK(std::signbit(s5[1]));  // -0.0 kept
+  // longer: the list again from its start (index 18 is +0.0 again, 19 -0.0, 26 +Inf: special[8])
+  const std::vector<float> s40 = generate_inputs(parse_input_spec("special:n=40"), FormatSpec{}, {});
+  REQUIRE(s40.size() == 40);
+  for (std::size_t i = 0; i < 40; ++i) CHECK(bits(s40[i]) == bits(special[i % 18]));
+  CHECK(is_inf(s40[26]));
+  const std::vector<float> e3 = generate_inputs(parse_input_spec("edges:n=3"), cast, params);
+  REQUIRE(e3.size() == 3);
+  CHECK(bits(e3[0]) == bits(0.0f));  // the first edge of E4M3FN: code 0x00's value, then the midpoint to 0x01 (2^-10) and below it
+  CHECK(bits(e3[1]) == bits(std::nextafter(0x1.0p-10f, -1.0f)));
+  CHECK(bits(e3[2]) == bits(0x1.0p-10f));
+  CHECK(generate_inputs(parse_input_spec("edges:n=0"), cast, params).empty());
+  CHECK_THROWS_AS(parse_input_spec("special:n=-1"), std::invalid_argument);
 }
 
-TEST_CASE("trajectory: deterministic runs, fp32 AdamW converges, unknown variants rejected") {
-  const auto a = audit::run_trajectory_variant(3, "fp32", 40, 1e-2);
-  const auto b = audit::run_trajectory_variant(3, "fp32", 40, 1e-2);
+TEST_CASE("trajectory: every optimizer format from the registry, deterministic, each first step moves by lr") {
+  const auto formats = names(audit::trajectory_formats());
+  for (const char* n : {"torchao.adam.dense", "torchao.adam.codebook8", "torchao.adam.codebook4", "torchao.adam.fp8",
+                        "bnb.adam8bit.cpu", "coat.optim.origin.e4m3", "coat.optim.expand.e4m3"})
+    CHECK(std::find(formats.begin(), formats.end(), n) != formats.end());
+  CHECK_THROWS_WITH_AS(audit::trajectory_formats({"torchao.codebook8.signed"}), doctest::Contains("no format matches"),
+                       std::invalid_argument);
+
+  const FormatSpec& dense = format(audit::kTrajectoryBaseline);
+  const auto a = audit::run_trajectory(3, dense, 40, 1e-2);
+  const auto b = audit::run_trajectory(3, dense, 40, 1e-2);
   REQUIRE(a.size() == 41);
-  CHECK(same_values(a.back().w, b.back().w));  // the same bits, run after run
+  CHECK(same_bits(a.back().w, b.back().w));  // the same bits, run after run
   CHECK(value(a.back().loss) < value(a.front().loss * 0.75));  // 184 -> 93 in 40 steps on seed 3
-  // a quantized variant starts from the same point and moves away from the float32 run
-  const auto q = audit::run_trajectory_variant(3, "torchao-8bit", 40, 1e-2);
+  const auto q = audit::run_trajectory(3, format("torchao.adam.codebook8"), 40, 1e-2);
   CHECK(value(q.front().loss) == value(a.front().loss));
   CHECK_FALSE(same_values(q.back().w, a.back().w));
-  CHECK_THROWS_AS(audit::run_trajectory_variant(3, "fp64", 1, 1e-2), std::invalid_argument);
+  // Adam's first step from zero moments is lr * g / (|g| + eps) after bias correction: every
+  // parameter (from 0) moves by lr up to a factor 1 - eps / |g|, whatever the state format stores
+  // afterwards; so the study's lr reaches each format (a param, or torchao's lr tensor).
+  for (const std::string& name : formats) {
+    CAPTURE(name);
+    const auto run = audit::run_trajectory(3, format(name), 1, 1e-2);
+    REQUIRE(run.size() == 2);
+    std::size_t off = 0, beyond = 0;
+    for (float w : run[1].w) {
+      off += std::fabs(std::fabs(w) - 1e-2f) > 1e-2f * 1e-3f ? 1 : 0;  // |g| below ~1e3 eps: a shorter step
+      beyond += std::fabs(w) > 1e-2f * (1 + 1e-6f) || w == 0.0f ? 1 : 0;  // never longer than lr, never none
+    }
+    CHECK(beyond == 0);
+    CHECK(off <= 8);  // seed 3 has 4 gradients below 1e-5 (steps 0.0086 to 0.00999)
+  }
 }

@@ -16,6 +16,7 @@
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
 #include "lowbit/sha256.hpp"
 
 using namespace lowbit;
@@ -190,4 +191,43 @@ TEST_CASE("bnb blocks: tail block, zero block, NaN ignored by the native backend
   CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CpuLut).codes[0]) == in_s8(0));
   CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::CudaIeee).codes[0]) == in_s8(0));  // 0 * Inf = NaN -> 0
   CHECK(in_s8(blockwise::bnb_quantize(zeros, s8, 256, blockwise::BnbBackend::Default).codes[0]) == in_s8(127));
+}
+
+TEST_CASE("fp8.perblock.e4m3: codes, scales and dequantized values derived by hand, NaN and Inf included") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Blocks of 4 (the last partial):
+  //  0: amax 448, scale 1: 448 -> 0x7E; 1.0625 ties 1.0 (0x38, even) / 1.125 (0x39); -3 = -1.5 * 2^1
+  //     -> 0xC4; 2^-10 ties 0 / 2^-9 -> 0x00.
+  //  1: all zeros (with -0): scale 0, codes 0x00, values +0.
+  //  2: amax 1000 (the NaN ignored), scale f32(1000 / 448); 896 / scale = 401.4 -> 416 (0x7D, spacing
+  //     32 on [256, 448]); 1000 / scale rounds to 448 (0x7E); NaN -> 0x7F (CUDA drops the sign);
+  //     -2 / scale = -0.896 -> -0.875 (0xB6, spacing 1/16 on [0.5, 1)).
+  //  3: amax 2^-142, whose / 448 underflows to 0: codes 0x00 except the NaN's 0x7F.
+  //  4: amax Inf, scale Inf: Inf / Inf = NaN -> 0x7F, 5 / Inf = 0 -> 0x00; both dequantize to NaN
+  //     (NaN * Inf, 0 * Inf).
+  const std::vector<float> x = {448.0f, 1.0625f, -3.0f,  0x1.0p-10f, 0.0f, -0.0f,       0.0f, 0.0f, 896.0f,
+                                nan,    1000.0f, -2.0f, 0x1.0p-142f, 0.0f, nan,  -0x1.0p-143f, inf,  5.0f};
+  const std::vector<std::uint8_t> codes = {0x7E, 0x38, 0xC4, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7D,
+                                           0x7F, 0x7E, 0xB6, 0x00, 0x00, 0x7F, 0x00, 0x7F, 0x00};
+  const float s2 = 1000.0f / 448.0f;
+  const auto q = blockwise::fp8_perblock_quantize(x, 4);
+  CHECK(same_codes(q.codes, codes, fp8::FormatId::E4M3FN));
+  REQUIRE(q.scale.size() == 5);
+  CHECK(same_bits(q.scale, std::vector<float>{1.0f, 0.0f, s2, 0.0f, inf}));
+  const std::vector<float> want = {448.0f, 1.0f, -3.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 416.0f * s2,
+                                   nan,    448.0f * s2, -0.875f * s2, 0.0f, 0.0f, nan, 0.0f, nan, nan};
+  // through the registry, as conform and golden generate run it
+  Case in;
+  in.metadata = {{"format", "fp8.perblock.e4m3"}, {"params", R"({"block_size": 4})"}};
+  in.add(Tensor::from_f32("input", {18}, x));
+  const Case out = run_reference(*find_format("fp8.perblock.e4m3"), in);
+  CHECK(out.require("codes").dtype == DType::F8_E4M3);
+  CHECK(same_codes(out.require("codes").u8(), codes, fp8::FormatId::E4M3FN));
+  const std::vector<float> d = out.require("dequant").f32();
+  REQUIRE(d.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    if (std::isnan(want[i])) CHECK(is_nan(d[i]));
+    else CHECK(bits(d[i]) == bits(want[i]));  // +0, never -0, for the zero block
+  }
 }

@@ -1,4 +1,4 @@
-// lowbit audit --trajectory: the problem and one variant's run (audit_trajectory.hpp).
+// lowbit audit --trajectory: the problem and one optimizer format's run (audit_trajectory.hpp).
 #define EIGEN_DONT_PARALLELIZE  // one thread per product: the same bytes for any thread count
 #include "lowbit/audit_trajectory.hpp"
 
@@ -8,10 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "lowbit/audit.hpp"
-#include "lowbit/coat_optimizer.hpp"
-#include "lowbit/codebook.hpp"
-#include "lowbit/optimizer.hpp"
+#include "lowbit/generators.hpp"
 
 namespace lowbit::audit {
 
@@ -32,7 +29,9 @@ struct LeastSquares {
 
 LeastSquares make_problem(std::uint64_t seed) {
   const auto values = [&](std::size_t n, std::uint64_t s, double std) {
-    return audit::make_input("normal:n=" + std::to_string(n) + ",seed=" + std::to_string(s) + ",std=" + fmt_double(std));
+    return generate_inputs(
+        parse_input_spec("normal:n=" + std::to_string(n) + ",seed=" + std::to_string(s) + ",std=" + fmt_double(std)),
+        FormatSpec{}, nlohmann::json::object());
   };
   LeastSquares p;
   const auto xs = values(LeastSquares::kRows * LeastSquares::kIn, seed, 1.0);
@@ -55,67 +54,46 @@ double loss_and_grad(const LeastSquares& p, const std::vector<float>& w, std::ve
   return 0.5 * r.cast<double>().squaredNorm() / static_cast<double>(LeastSquares::kRows * LeastSquares::kOut);
 }
 
-// One variant's run: the parameters and loss before step 1 and after every step.
-std::vector<TrajectoryPoint> run_variant(const LeastSquares& p, const std::string& variant, int steps, double lr) {
-  if (std::find(trajectory_variants().begin(), trajectory_variants().end(), variant) == trajectory_variants().end())
-    throw std::invalid_argument("unknown trajectory variant '" + variant + "'");
+// The format's params for the study: its defaults with lr (a param, or torchao's "lr" tensor) and no
+// weight decay.
+nlohmann::json study_params(const FormatSpec& f, double lr) {
+  nlohmann::json given = nlohmann::json::object();
+  if (f.default_params.contains("lr")) given["lr"] = lr;
+  if (f.default_params.contains("weight_decay")) given["weight_decay"] = 0.0;
+  return resolve_params(f, given);
+}
+
+// One format's run: the parameters and loss before step 1 and after every step, each step one case
+// through the format's reference (run), the next state from its ".next" outputs.
+std::vector<TrajectoryPoint> run_format(const LeastSquares& p, const FormatSpec& f, int steps, double lr) {
+  if (!f.fresh_state || !f.run) throw std::invalid_argument("format " + f.name + " is not an optimizer step");
   constexpr std::size_t n = LeastSquares::kIn * LeastSquares::kOut;
+  const nlohmann::json params = study_params(f, lr);
   std::vector<float> w(n, 0.0f), g(n);
+  Case state = f.fresh_state(w, params);
+  if (state.find("lr")) state.add(Tensor::from_f32("lr", state.require("lr").shape, std::vector<float>{static_cast<float>(lr)}));
+  const std::vector<std::int64_t> shape = state.require("param").shape;
   std::vector<TrajectoryPoint> out;
-  optimizer::AdamHyper th;
-  th.lr = static_cast<float>(lr);
-  optimizer::TorchaoAdamOptions to;
-  optimizer::Moment m, v;
-  float torchao_step = 0;
-  const auto codebook_state = [&](std::vector<float> qm, std::vector<float> qv, std::size_t block) {
-    m = {std::vector<std::uint8_t>(n, 0), std::vector<float>(n / block, 0.0f), std::move(qm), {}};
-    v = {std::vector<std::uint8_t>(n, 0), std::vector<float>(n / block, 0.0f), std::move(qv), {}};
-  };
-  if (variant == "fp32") {
-    to.kind = optimizer::TorchaoState::Dense;
-    m.values.assign(n, 0.0f);
-    v.values.assign(n, 0.0f);
-  } else if (variant == "torchao-8bit") {
-    to.block_size = 256;
-    codebook_state(codebook::signed8(), codebook::unsigned8(), 256);
-  } else if (variant == "torchao-4bit") {
-    to.block_size = 128;
-    codebook_state(codebook::torchao_signed4(), codebook::torchao_unsigned4(), 128);
-  } else if (variant == "torchao-fp8") {
-    to.kind = optimizer::TorchaoState::Fp8;
-    to.block_size = 256;
-    codebook_state({}, {}, 256);
-  } else if (variant == "bnb-8bit") {
-    codebook_state(codebook::signed8(), codebook::unsigned8(), 256);
-  }
-  const bool coat_expand = variant == "coat-fp8-expand", coat = coat_expand || variant == "coat-fp8";
-  coat::Moment cm = coat::fresh_moment(n, coat_expand), cv = coat::fresh_moment(n, coat_expand);
-  coat::Hyper ch;
-  ch.lr = static_cast<float>(lr);
-  ch.weight_decay = 0.0f;
-  optimizer::BnbAdamHyper bh;
-  bh.lr = lr;
   for (int t = 0; t <= steps; ++t) {
+    w = state.require("param").f32();
     const double loss = loss_and_grad(p, w, g);
     out.push_back({loss, w});
     if (t == steps) break;
-    if (coat) coat::adamw_step(w, g, t + 1, cm, cv, ch, coat_expand);
-    else if (variant == "bnb-8bit") optimizer::bnb_adam_cpu_step(w, g, t + 1, m, v, bh, 256);
-    else optimizer::torchao_adam_step(w, g, torchao_step, m, v, nullptr, th, to);
+    state.add(Tensor::from_f32("grad", shape, g));
+    for (Tensor& next : f.run(state, params)) state.add(std::move(next));
+    state = advanced_state(state);
   }
   return out;
 }
 
 }  // namespace
 
-const std::vector<std::string>& trajectory_variants() {
-  static const std::vector<std::string> v = {"fp32", "torchao-8bit", "torchao-4bit", "torchao-fp8", "bnb-8bit",
-                                             "coat-fp8", "coat-fp8-expand"};
-  return v;
+std::vector<const FormatSpec*> trajectory_formats(const std::vector<std::string>& globs) {
+  return select_formats(globs, [](const FormatSpec& f) { return f.fresh_state && f.run; });
 }
 
-std::vector<TrajectoryPoint> run_trajectory_variant(std::uint64_t seed, const std::string& variant, int steps, double lr) {
-  return run_variant(make_problem(seed), variant, steps, lr);
+std::vector<TrajectoryPoint> run_trajectory(std::uint64_t seed, const FormatSpec& optimizer, int steps, double lr) {
+  return run_format(make_problem(seed), optimizer, steps, lr);
 }
 
 }  // namespace lowbit::audit

@@ -100,6 +100,32 @@ std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, s
   return out;
 }
 
+Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size) {
+  if (block_size == 0) throw std::invalid_argument("block size must be positive");
+  Quantized q;
+  q.codes.resize(x.size());
+  for (std::size_t start = 0; start < x.size(); start += block_size) {
+    const auto block = x.subspan(start, std::min(block_size, x.size() - start));
+    float amax = 0.0f;
+    for (float v : block) amax = std::max(amax, std::fabs(v));  // std::max(m, NaN) keeps m: NaN ignored
+    const float scale = amax / kE4M3Max;
+    q.scale.push_back(scale);
+    for (std::size_t i = 0; i < block.size(); ++i)
+      q.codes[start + i] = scale == 0.0f ? (std::isnan(block[i]) ? fp8::E4M3FN::quiet_nan : std::uint8_t{0})
+                                         : fp8::encode_nearest_even<fp8::E4M3FN>(block[i] / scale, fp8::cuda_satfinite());
+  }
+  return q;
+}
+
+std::vector<float> fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                           std::size_t block_size) {
+  if (block_size == 0) throw std::invalid_argument("block size must be positive");
+  if (scale.size() < (codes.size() + block_size - 1) / block_size) throw std::invalid_argument("too few scales for the codes");
+  std::vector<float> out(codes.size());
+  for (std::size_t i = 0; i < codes.size(); ++i) out[i] = fp8::decode<fp8::E4M3FN>(codes[i]) * scale[i / block_size];
+  return out;
+}
+
 std::vector<std::uint8_t> pack_nibbles(std::span<const std::uint8_t> codes) {
   if (codes.size() % 2) throw std::invalid_argument("pack_nibbles: an odd number of 4-bit codes");
   std::vector<std::uint8_t> out(codes.size() / 2);

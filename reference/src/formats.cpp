@@ -1,5 +1,8 @@
 #include "lowbit/formats.hpp"
 
+#include <fnmatch.h>
+
+#include <algorithm>
 #include <stdexcept>
 
 namespace lowbit {
@@ -45,6 +48,37 @@ BlockMap block_map(const Case& c, const Tensor& t) {
   }
 }
 
+std::string BlockSizes::refusal(std::size_t block_size) const {
+  const bool whole = !power_of_two || (block_size != 0 && (block_size & (block_size - 1)) == 0);
+  return block_size >= min && block_size <= max && whole ? std::string() : why_not;
+}
+
+bool format_matches(std::string_view glob, std::string_view name) {
+  return fnmatch(std::string(glob).c_str(), std::string(name).c_str(), 0) == 0;
+}
+
+std::vector<const FormatSpec*> select_formats(const std::vector<std::string>& globs,
+                                              const std::function<bool(const FormatSpec&)>& has_hook) {
+  std::vector<const FormatSpec*> candidates, out;
+  for (const FormatSpec& f : registered_formats())
+    if (has_hook(f)) candidates.push_back(&f);
+  std::string unmatched;
+  for (const std::string& g : globs) {
+    const bool any = std::any_of(candidates.begin(), candidates.end(),
+                                 [&](const FormatSpec* f) { return format_matches(g, f->name); });
+    if (!any) unmatched += (unmatched.empty() ? "'" : ", '") + g + "'";
+  }
+  if (!unmatched.empty()) {
+    std::string known;
+    for (const FormatSpec* f : candidates) known += (known.empty() ? "" : ", ") + f->name;
+    throw std::invalid_argument("no format matches " + unmatched + " (formats here: " + known + ")");
+  }
+  for (const FormatSpec* f : candidates)
+    if (globs.empty() || std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return format_matches(g, f->name); }))
+      out.push_back(f);
+  return out;
+}
+
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {
   nlohmann::json p = f.default_params;
   for (const auto& [key, value] : given.items()) {
@@ -64,6 +98,24 @@ Case run_reference(const FormatSpec& f, const Case& in) {
   const nlohmann::json params = resolve_params(f, in.params());
   for (Tensor& t : f.run(out, params)) out.add(std::move(t));
   return out;
+}
+
+Case advanced_state(const Case& done) {
+  Case next;
+  for (const Tensor& t : done.tensors)
+    if (!t.name.ends_with(".next") && !done.find(t.name + ".next")) next.add(t);
+  for (const Tensor& t : done.tensors) {
+    if (!t.name.ends_with(".next")) continue;
+    Tensor renamed = t;
+    renamed.name = t.name.substr(0, t.name.size() - 5);
+    next.add(std::move(renamed));
+  }
+  if (!done.find("step.next")) {
+    std::vector<std::int64_t> step = done.require("step").i64();
+    step[0] += 1;
+    next.add(Tensor::from_i64("step", done.require("step").shape, step));
+  }
+  return next;
 }
 
 }  // namespace lowbit

@@ -1,7 +1,9 @@
 // Registry entries of COAT's FP8 AdamW kernels, with and without Dynamic Range Expansion. A case
 // holds the state before the launch (param, grad, step — the int the optimizer passes — and
 // exp_avg.*, exp_avg_sq.*: codes, scale, and with expansion expand (k) and centre (c), one per
-// group of 128) and after it (the same names with ".next").
+// group of 128) and after it (the same names with ".next"). The audit's round trip is one moment's
+// store and load: exp_avg_sq's path for a non-negative tensor, exp_avg's otherwise.
+#include <algorithm>
 #include <stdexcept>
 
 #include "lowbit/coat_optimizer.hpp"
@@ -107,6 +109,19 @@ FormatSpec coat_adamw_format(bool expansion) {
     for (Tensor& t : states) c.add(std::move(t));
     return c;
   };
+  f.round_trip = [expansion, expand_min = f.default_params.value("expand_min", 16)](
+                     std::span<const float> x, std::size_t, bool tensor_has_negative, std::span<float> out) {
+    const bool second = !tensor_has_negative;  // the kernel's second-moment path (exp_avg_sq) for non-negative data
+    for (std::size_t start = 0; start < x.size(); start += coat::kGroup) {
+      const auto group = x.subspan(start, std::min(coat::kGroup, x.size() - start));
+      const coat::QuantizedGroup g =
+          expansion ? coat::expand_quantize_group(group, expand_min, second) : coat::origin_quantize_group(group);
+      for (std::size_t i = 0; i < group.size(); ++i)
+        out[start + i] = expansion ? coat::expand_dequantize(g.codes[i], g.scale, g.expand, g.centre, second)
+                                   : coat::origin_dequantize(g.codes[i], g.scale);
+    }
+  };
+  f.round_trip_blocks = {coat::kGroup, coat::kGroup, false, "n/a (COAT groups are 128)"};
   return f;
 }
 

@@ -1,6 +1,9 @@
 // Registry entries of the codebook families: the qmap tables of torchao and bitsandbytes, torchao's
-// 8-bit, 4-bit and FP8 block-wise states, and bitsandbytes' block-wise 8-bit quantization.
+// 8-bit, 4-bit and FP8 block-wise states, bitsandbytes' block-wise 8-bit quantization, and lowbit's
+// plain per-block E4M3 (fp8.perblock.e4m3); with the audit's round trip of each block-wise format.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -124,6 +127,21 @@ std::vector<float> codebook_edges(const std::vector<float>& q, std::size_t block
   return out;
 }
 
+// ---- round trips (lowbit audit) -------------------------------------------------------------------
+
+// The audit's block sizes: any power of two (the audit asks for 16..65536).
+BlockSizes any_power_of_two() { return {1, SIZE_MAX, true, ""}; }
+
+// torchao quantizes whole blocks only: a partial tail block is padded with zeros, which leave its
+// absmax, and so every real element's code, as they are (docs/audit.md).
+std::vector<float> padded_to_blocks(std::span<const float> x, std::size_t block) {
+  std::vector<float> p((x.size() + block - 1) / block * block, 0.0f);
+  std::copy(x.begin(), x.end(), p.begin());
+  return p;
+}
+
+void copy_head(const std::vector<float>& from, std::span<float> to) { std::copy_n(from.begin(), to.size(), to.begin()); }
+
 // ---- tables ----------------------------------------------------------------------------------
 
 std::vector<float> torchao_table(const nlohmann::json& p) {
@@ -201,6 +219,14 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     return blockwise::torchao_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
                                          block_size_from(c.params()));
   };
+  f.round_trip = [table = torchao_table({{"map", map}, {"linspace", "fma"}})](std::span<const float> x, std::size_t block,
+                                                                             bool, std::span<float> out) {
+    const std::vector<float> p = padded_to_blocks(x, block);
+    const auto q = blockwise::torchao_quantize(p, table, block);
+    copy_head(blockwise::torchao_dequantize(q.codes, q.scale, table, block), out);
+  };
+  f.round_trip_blocks = any_power_of_two();
+  if (!is_signed) f.refuses_negative = "n/a (unsigned map: the data has negative values)";
   return f;
 }
 
@@ -241,6 +267,49 @@ FormatSpec torchao_fp8_format() {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
                                              widening_from(p));
   };
+  f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
+    const std::vector<float> p = padded_to_blocks(x, block);
+    const auto q = blockwise::torchao_fp8_quantize(p, block, fp8::torch_eager<fp8::E4M3FN>());  // the default params
+    copy_head(blockwise::torchao_fp8_dequantize(q.codes, q.scale, block), out);
+  };
+  f.round_trip_blocks = any_power_of_two();
+  return f;
+}
+
+// ---- plain per-block E4M3 ----------------------------------------------------------------------
+
+FormatSpec fp8_perblock_format() {
+  FormatSpec f;
+  f.name = "fp8.perblock.e4m3";
+  f.description = "plain per-block E4M3 (no library's state; the baseline the audit compares with): per block (partial "
+                  "tail allowed) scale = amax / 448 ignoring NaN, codes = e4m3fn(x / scale) round to nearest even with "
+                  "CUDA's satfinite, an all-zero block stays zero; codes, scale, dequant";
+  f.provenance = "lowbit (docs/formats/fp8.md, Per-block E4M3); the cast is CUDA 12/13 cuda_fp8.hpp "
+                 "__nv_cvt_float_to_fp8(__NV_SATFINITE, __NV_E4M3)";
+  f.default_params = {{"block_size", 128}};
+  f.inputs = {"input"};
+  f.outputs = {"codes", "scale", "dequant"};
+  f.scale_tensor = "scale";
+  f.run = [](const Case& in, const nlohmann::json& p) {
+    const std::size_t block = block_size_from(p);
+    const auto quantized = blockwise::fp8_perblock_quantize(in.require("input").f32(), block);
+    return std::vector<Tensor>{
+        Tensor::from_bytes("codes", DType::F8_E4M3, flat_shape(quantized.codes.size()), quantized.codes),
+        f32_tensor("scale", quantized.scale),
+        f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block))};
+  };
+  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
+    return explain_fp8_state(e, a, i, block_size_from(e.params()));
+  };
+  f.dequantize = [](const Case& c) {
+    return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(),
+                                              block_size_from(c.params()));
+  };
+  f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
+    const auto q = blockwise::fp8_perblock_quantize(x, block);
+    copy_head(blockwise::fp8_perblock_dequantize(q.codes, q.scale, block), out);
+  };
+  f.round_trip_blocks = any_power_of_two();
   return f;
 }
 
@@ -287,6 +356,14 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     return blockwise::bnb_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
                                      block_size_from(c.params()));
   };
+  // quantize_blockwise's default code (its qmap) and the default CPU back end
+  f.round_trip = [table = bnb_table({{"map", default_map}, {"linspace", "fma"}})](std::span<const float> x,
+                                                                                 std::size_t block, bool,
+                                                                                 std::span<float> out) {
+    const auto q = blockwise::bnb_quantize(x, table, block, blockwise::BnbBackend::CpuLut);
+    copy_head(blockwise::bnb_dequantize(q.codes, q.scale, table, block), out);
+  };
+  f.round_trip_blocks = {64, 4096, true, "n/a (bitsandbytes block sizes are 64..4096)"};
   return f;
 }
 
@@ -300,6 +377,7 @@ void register_codebook_formats(std::vector<FormatSpec>& out) {
   for (int bits : {8, 4})
     for (bool is_signed : {true, false}) out.push_back(torchao_codebook_format(bits, is_signed));
   out.push_back(torchao_fp8_format());
+  out.push_back(fp8_perblock_format());
   out.push_back(bnb_blockwise_format("dynamic", "dynamic_signed"));
   out.push_back(bnb_blockwise_format("linear", "linear_signed"));
 }

@@ -15,7 +15,8 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"normal", {"n", "seed", "mean", "std"}},       {"uniform", {"n", "seed", "lo", "hi"}},
       {"lognormal", {"n", "seed", "mu", "sigma"}},    {"student-t", {"n", "seed", "nu"}},
       {"constant", {"n", "seed", "value"}},           {"outliers", {"n", "seed", "std", "scale", "block"}},
-      {"special", {"seed"}},                          {"edges", {"seed"}},
+      {"special", {"n", "seed"}},                     {"edges", {"n", "seed"}},
+      {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
   };
   return keys;
 }
@@ -28,6 +29,28 @@ std::vector<float> special_values() {
           std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(), inf, -inf,
           std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(), 1.0f, -1.0f, 1e-30f,
           -1e-30f, 1e30f, -1e30f};
+}
+
+// A fixed list as n values: the whole list without n, else its first n values, repeated from the
+// start when n is longer than the list.
+std::vector<float> cycled(std::vector<float> list, const InputSpec& spec) {
+  if (!spec.args.count("n")) return list;
+  const std::size_t n = spec.count();
+  if (list.empty() && n) throw std::invalid_argument("input spec '" + spec.text + "': the list is empty");
+  std::vector<float> out(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = list[i % list.size()];
+  return out;
+}
+
+AdamSpec adam_spec_of(const InputSpec& spec) {
+  AdamSpec a;
+  a.second = spec.kind == "adam-v";
+  a.n = spec.count();
+  a.seed = spec.seed();
+  a.steps = static_cast<int>(spec.number("steps", a.steps));
+  a.std = spec.number("std", a.std);
+  a.spread = spec.number("spread", a.spread);
+  return a;
 }
 
 }  // namespace
@@ -82,6 +105,9 @@ InputSpec parse_input_spec(const std::string& text) {
   if (n < 0 || n > 1e9 || n != std::floor(n)) throw std::invalid_argument("input spec '" + text + "': n must be a whole number up to 1e9");
   if (s.seed() != static_cast<std::uint64_t>(s.number("seed", 1)) || s.number("seed", 1) < 0)
     throw std::invalid_argument("input spec '" + text + "': seed must be a non-negative whole number");
+  const double steps = s.number("steps", 10);
+  if (steps < 1 || steps > 100000 || steps != std::floor(steps))
+    throw std::invalid_argument("input spec '" + text + "': steps must be a whole number in 1..100000");
   return s;
 }
 
@@ -90,10 +116,14 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
   const std::size_t n = spec.count();
   std::vector<float> out;
   if (spec.kind == "edges") {
-    if (!format.edge_inputs) throw std::invalid_argument("format " + format.name + " has no edge-case generator");
-    return format.edge_inputs(params);
+    if (!format.edge_inputs)
+      throw std::invalid_argument("input spec '" + spec.text + "': " +
+                                  (format.name.empty() ? std::string("edges belong to a format, and there is none here")
+                                                       : "format " + format.name + " has no edge-case generator"));
+    return cycled(format.edge_inputs(params), spec);
   }
-  if (spec.kind == "special") return special_values();
+  if (spec.kind == "special") return cycled(special_values(), spec);
+  if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec));
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {
     double v = 0;
@@ -122,6 +152,30 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     out.push_back(static_cast<float>(v));
   }
   return out;
+}
+
+std::vector<float> adam_moment(const AdamSpec& s) {
+  if (s.steps < 1) throw std::invalid_argument("adam moments need steps >= 1");
+  const auto normal = [&](std::uint64_t seed) {
+    return generate_inputs(parse_input_spec("normal:n=" + std::to_string(s.n) + ",seed=" + std::to_string(seed)),
+                           FormatSpec{}, nlohmann::json::object());
+  };
+  const std::vector<float> log_scale = normal(s.seed);
+  std::vector<float> scale(s.n);
+  for (std::size_t i = 0; i < s.n; ++i) scale[i] = static_cast<float>(s.std * std::exp(s.spread * log_scale[i]));
+  // torch.optim.AdamW(betas=(0.9, 0.999)), single-tensor path, float32 states.
+  const float w1 = static_cast<float>(1.0 - 0.9), b2 = static_cast<float>(0.999), w2 = static_cast<float>(1.0 - 0.999);
+  std::vector<float> m(s.n, 0.0f), v(s.n, 0.0f);
+  for (int t = 0; t < s.steps; ++t) {
+    const std::vector<float> z = normal(s.seed + 7919u * static_cast<std::uint64_t>(t + 1));
+    for (std::size_t i = 0; i < s.n; ++i) {
+      const float g = scale[i] * z[i];
+      m[i] = m[i] + w1 * (g - m[i]);  // exp_avg.lerp_(g, 1 - beta1): weight < 0.5 form
+      v[i] = v[i] * b2;                // exp_avg_sq.mul_(beta2)
+      v[i] = v[i] + (w2 * g) * g;      // .addcmul_(g, g, value=1 - beta2)
+    }
+  }
+  return s.second ? v : m;
 }
 
 double unit_uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lowbit/atomic_file.hpp"
+#include "lowbit/formats.hpp"
 #include "lowbit/sha256.hpp"
 
 namespace lowbit {
@@ -88,7 +89,7 @@ std::vector<const ManifestEntry*> select_entries(const Manifest& m, const std::s
                                                  const std::string& path_glob) {
   std::vector<const ManifestEntry*> selected;
   for (const ManifestEntry& e : m.files)
-    if (fnmatch(format_glob.c_str(), e.format.c_str(), 0) == 0 && fnmatch(path_glob.c_str(), e.path.c_str(), 0) == 0)
+    if (format_matches(format_glob, e.format) && fnmatch(path_glob.c_str(), e.path.c_str(), 0) == 0)
       selected.push_back(&e);
   return selected;
 }

@@ -1,5 +1,5 @@
-// lowbit audit: round-trip error of each format's reference quantize -> dequantize, per block size,
-// on synthetic inputs and on the moments of a real optimizer state (docs/audit.md). A measurement,
+// lowbit audit: round-trip error of each registered format's reference quantize -> dequantize, per
+// block size, on synthetic inputs and on the moments of a real optimizer state (docs/audit.md). A measurement,
 // not a conformance check: exit 0 when it ran. The reports hold no timings and no thread count, so
 // they are the same bytes for any --threads.
 #include <fmt/core.h>
@@ -47,7 +47,7 @@ struct Source {
 
 struct Row {
   std::string input;
-  audit::Format format;
+  const FormatSpec* format;
   std::size_t block;
   std::string note;  // non-empty: not run, and why
   audit::Metrics m;
@@ -81,7 +81,7 @@ std::string to_csv(const std::vector<Row>& rows) {
       "input,format,block_size,status,n,blocks,signed,mean_abs_error,mean_rel_error,rel_l2_error,max_abs_error,"
       "sqnr_db,nonzeros,flushed,flushed_fraction,worst_block,worst_block_mean_abs_error,note\n";
   for (const Row& r : rows) {
-    out += fmt::format("{},{},{},", csv_field(r.input), audit::format_name(r.format), r.block);
+    out += fmt::format("{},{},{},", csv_field(r.input), r.format->name, r.block);
     if (!r.note.empty()) {
       out += fmt::format("n/a,,,,,,,,,,,,,,{}\n", csv_field(r.note));
       continue;
@@ -103,7 +103,7 @@ nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inpu
   for (const InputInfo& i : inputs) j["inputs"].push_back({{"name", i.name}, {"n", i.n}, {"signed", i.is_signed}});
   j["rows"] = nlohmann::json::array();
   for (const Row& r : rows) {
-    nlohmann::json row = {{"input", r.input}, {"format", audit::format_name(r.format)}, {"block_size", r.block}};
+    nlohmann::json row = {{"input", r.input}, {"format", r.format->name}, {"block_size", r.block}};
     if (!r.note.empty()) {
       row["status"] = "n/a";
       row["note"] = r.note;
@@ -135,7 +135,7 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
   md += ". Definitions of the measures: docs/audit.md.\n";
   for (const InputInfo& in : inputs) {
     md += fmt::format("\n## {}\n\n{} values, {}.\n", in.name, in.n,
-                      in.is_signed ? "signed (signed maps)" : "non-negative (unsigned maps, COAT second-moment path)");
+                      in.is_signed ? "with negative values" : "non-negative (COAT's second-moment path)");
     const auto wide = [&](const std::string& title, auto value) {
       md += fmt::format("\n{}:\n\n| format |", title);
       for (long long b : o.block_sizes) md += fmt::format(" {} |", b);
@@ -145,7 +145,7 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
       for (const auto& f : o.formats) {
         md += fmt::format("| {} |", f);
         for (const Row& r : rows)
-          if (r.input == in.name && audit::format_name(r.format) == f)
+          if (r.input == in.name && r.format->name == f)
             md += r.note.empty() ? fmt::format(" {} |", value(r.m)) : " n/a |";
         md += "\n";
       }
@@ -159,11 +159,11 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
       if (r.input != in.name) continue;
       if (!r.note.empty()) {
         std::string& list = not_run[r.note];
-        list += fmt::format("{}{} {}", list.empty() ? "" : ", ", audit::format_name(r.format), r.block);
+        list += fmt::format("{}{} {}", list.empty() ? "" : ", ", r.format->name, r.block);
         continue;
       }
       const audit::Metrics& m = r.m;
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} / {} | {} ({}) |\n", audit::format_name(r.format),
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} / {} | {} ({}) |\n", r.format->name,
                         r.block, short_num(m.mean_abs), short_num(m.mean_rel), short_num(m.rel_l2), short_num(m.max_abs),
                         m.sqnr_db, m.flushed, m.nonzeros, m.worst_block, short_num(m.worst_block_mean_abs));
     }
@@ -185,6 +185,17 @@ std::vector<float> tensor_values(const Tensor& t, const std::string& file) {
 }
 
 
+// --formats: registry names and globs as conform --format takes them (default: every format with
+// the hook); a name or glob that matches none is a usage error listing what exists.
+std::vector<const FormatSpec*> selected(const std::vector<std::string>& globs,
+                                        std::vector<const FormatSpec*> (*with_hook)(const std::vector<std::string>&)) {
+  try {
+    return with_hook(globs);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(fmt::format("--formats: {}", e.what()));
+  }
+}
+
 // --csv is checked before the work starts, like --report.
 void check_csv_path(const std::string& path) {
   if (path.empty()) return;
@@ -199,7 +210,7 @@ void check_csv_path(const std::string& path) {
 
 struct TrajectoryRow {
   int step;
-  std::string variant;
+  std::string format;
   double loss, distance, relative_distance;
 };
 
@@ -207,16 +218,20 @@ int run_trajectory(AuditOptions o) {
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   if (o.steps < 1 || o.steps > 100000) throw UsageError(fmt::format("--steps must be in 1..100000 (got {})", o.steps));
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError(fmt::format("--lr must be positive (got {})", o.lr));
+  std::vector<const FormatSpec*> formats = selected(o.formats, audit::trajectory_formats);
+  // every run is measured against the baseline's: it always runs, first
+  const FormatSpec* baseline = find_format(audit::kTrajectoryBaseline);
+  std::erase(formats, baseline);
+  formats.insert(formats.begin(), baseline);
   check_csv_path(o.csv_path);
   o.output.prepare();
   const auto t0 = std::chrono::steady_clock::now();
-  const auto& variants = audit::trajectory_variants();
-  std::vector<std::vector<audit::TrajectoryPoint>> runs(variants.size());
-  const auto count = static_cast<long long>(variants.size());
+  std::vector<std::vector<audit::TrajectoryPoint>> runs(formats.size());
+  const auto count = static_cast<long long>(formats.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o.threads)
   for (long long k = 0; k < count; ++k) {
     const auto i = static_cast<std::size_t>(k);
-    runs[i] = audit::run_trajectory_variant(o.seed, variants[i], o.steps, o.lr);
+    runs[i] = audit::run_trajectory(o.seed, *formats[i], o.steps, o.lr);
   }
   std::vector<TrajectoryRow> rows;
   for (int t = 0; t <= o.steps; ++t) {
@@ -224,20 +239,20 @@ int run_trajectory(AuditOptions o) {
     const auto& ref = runs[0][ts].w;
     double ref2 = 0;
     for (float r : ref) ref2 += static_cast<double>(r) * r;
-    for (std::size_t k = 0; k < variants.size(); ++k) {
+    for (std::size_t k = 0; k < formats.size(); ++k) {
       double d2 = 0;
       for (std::size_t i = 0; i < ref.size(); ++i) {
         const double d = static_cast<double>(runs[k][ts].w[i]) - ref[i];
         d2 += d * d;
       }
-      rows.push_back({t, variants[k], runs[k][ts].loss, std::sqrt(d2), ref2 > 0 ? std::sqrt(d2 / ref2) : 0.0});
+      rows.push_back({t, formats[k]->name, runs[k][ts].loss, std::sqrt(d2), ref2 > 0 ? std::sqrt(d2 / ref2) : 0.0});
     }
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  std::string csv = "step,variant,loss,param_distance,relative_param_distance\n";
+  std::string csv = "step,format,loss,param_distance,relative_param_distance\n";
   for (const auto& r : rows)
-    csv += fmt::format("{},{},{},{},{}\n", r.step, r.variant, num(r.loss), num(r.distance), num(r.relative_distance));
+    csv += fmt::format("{},{},{},{},{}\n", r.step, r.format, num(r.loss), num(r.distance), num(r.relative_distance));
   std::vector<int> marks;
   for (int t : {0, 1, 10, 30, 100, 300, 1000, 3000, 10000, 30000, 100000})
     if (t < o.steps) marks.push_back(t);
@@ -245,34 +260,36 @@ int run_trajectory(AuditOptions o) {
   std::string md = fmt::format(
       "# AdamW trajectories with quantized states\n\nLeast squares (docs/audit.md): X 512x64 with column scales "
       "exp(N(0,1)), W 64x64 from 0, seed {}, lr {}, betas (0.9, 0.999), eps 1e-8, no weight decay, {} steps; "
-      "each variant the library's fused step on the reference. Loss, and in brackets ||W - W_fp32|| / ||W_fp32||:\n\n| "
-      "variant |",
-      o.seed, o.lr, o.steps);
+      "each format's fused step on the reference, one case per step. Loss, and in brackets ||W - W_base|| / ||W_base|| "
+      "with W_base the {} run:\n\n| format |",
+      o.seed, o.lr, o.steps, audit::kTrajectoryBaseline);
   for (int t : marks) md += fmt::format(" step {} |", t);
   md += "\n|---|";
   for (std::size_t k = 0; k < marks.size(); ++k) md += "---:|";
   md += "\n";
   nlohmann::json j = {{"tool", "lowbit"}, {"version", version()}, {"command", "audit --trajectory"},
-                      {"seed", o.seed},    {"lr", o.lr},            {"steps", o.steps}};
-  j["variants"] = nlohmann::json::array();
-  for (std::size_t k = 0; k < variants.size(); ++k) {
-    md += fmt::format("| {} |", variants[k]);
+                      {"seed", o.seed},    {"lr", o.lr},            {"steps", o.steps},
+                      {"baseline", audit::kTrajectoryBaseline}};
+  j["formats"] = nlohmann::json::array();
+  for (std::size_t k = 0; k < formats.size(); ++k) {
+    md += fmt::format("| {} |", formats[k]->name);
     nlohmann::json loss = nlohmann::json::array(), dist = nlohmann::json::array();
     for (int t = 0; t <= o.steps; ++t) {
-      const TrajectoryRow& r = rows[static_cast<std::size_t>(t) * variants.size() + k];
+      const TrajectoryRow& r = rows[static_cast<std::size_t>(t) * formats.size() + k];
       loss.push_back(r.loss);
       dist.push_back(r.relative_distance);
       if (std::find(marks.begin(), marks.end(), t) != marks.end())
         md += fmt::format(" {} ({}) |", short_num(r.loss), short_num(r.relative_distance));
     }
     md += "\n";
-    j["variants"].push_back({{"name", variants[k]}, {"loss", loss}, {"relative_param_distance", dist}});
+    j["formats"].push_back({{"name", formats[k]->name}, {"loss", loss}, {"relative_param_distance", dist}});
   }
-  for (std::size_t k = 0; k < variants.size(); ++k) {
-    const TrajectoryRow& r = rows[static_cast<std::size_t>(o.steps) * variants.size() + k];
-    fmt::print("  {:<16} loss {:<12} distance to fp32 {}\n", variants[k], short_num(r.loss), short_num(r.relative_distance));
+  for (std::size_t k = 0; k < formats.size(); ++k) {
+    const TrajectoryRow& r = rows[static_cast<std::size_t>(o.steps) * formats.size() + k];
+    fmt::print("  {:<24} loss {:<12} distance to {} {}\n", formats[k]->name, short_num(r.loss),
+               audit::kTrajectoryBaseline, short_num(r.relative_distance));
   }
-  fmt::print("audit --trajectory: {} variants x {} steps in {:.1f} s on {} thread(s)\n", variants.size(), o.steps,
+  fmt::print("audit --trajectory: {} formats x {} steps in {:.1f} s on {} thread(s)\n", formats.size(), o.steps,
              seconds, o.threads);
   if (!o.csv_path.empty()) write_file_atomically(o.csv_path, csv);
   o.output.write(j.dump(2) + "\n", md);
@@ -282,16 +299,9 @@ int run_trajectory(AuditOptions o) {
 int run_audit(AuditOptions o) {
   if (o.trajectory) return run_trajectory(std::move(o));
   if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
-  std::vector<audit::Format> formats;
-  if (o.formats.empty())
-    for (const auto& f : audit::formats()) o.formats.emplace_back(f.name);
-  for (const auto& f : o.formats) {
-    try {
-      formats.push_back(audit::parse_format(f));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(fmt::format("--formats: {}", e.what()));
-    }
-  }
+  const std::vector<const FormatSpec*> formats = selected(o.formats, audit::formats);
+  o.formats.clear();  // the names, globs expanded
+  for (const FormatSpec* f : formats) o.formats.push_back(f->name);
   if (o.block_sizes.empty())
     for (long long b = 32; b <= 4096; b *= 2) o.block_sizes.push_back(b);
   for (long long b : o.block_sizes)
@@ -359,12 +369,13 @@ int run_audit(AuditOptions o) {
     bool is_signed = false;
     for (float v : x) is_signed = is_signed || v < 0.0f;
     infos.push_back({src.name, x.size(), is_signed});
-    for (audit::Format f : formats)
+    for (const FormatSpec* f : formats)
       for (long long b : o.block_sizes) {
-        Row r{src.name, f, static_cast<std::size_t>(b), audit::unsupported_reason(f, static_cast<std::size_t>(b)), {}};
+        const auto block = static_cast<std::size_t>(b);
+        Row r{src.name, f, block, audit::not_applicable(*f, block, is_signed), {}};
         if (r.note.empty()) {
           try {
-            r.m = audit::audit(f, x, r.block, o.threads);
+            r.m = audit::audit(*f, x, r.block, o.threads);
           } catch (const std::invalid_argument& e) {
             throw UsageError(fmt::format("{}: {}", src.name, e.what()));
           }
@@ -380,9 +391,9 @@ int run_audit(AuditOptions o) {
   for (const InputInfo& in : infos) {
     fmt::print("{} ({} values)\n", in.name, in.n);
     for (const auto& f : o.formats) {
-      std::string line = fmt::format("  {:<16}", f);
+      std::string line = fmt::format("  {:<28}", f);
       for (const Row& r : rows)
-        if (r.input == in.name && audit::format_name(r.format) == f)
+        if (r.input == in.name && r.format->name == f)
           line += r.note.empty() ? fmt::format(" {:>4}:{:<10}", r.block, short_num(r.m.mean_abs))
                                  : fmt::format(" {:>4}:{:<10}", r.block, "n/a");
       fmt::print("{}\n", line);
@@ -399,21 +410,23 @@ int run_audit(AuditOptions o) {
 Subcommand add_audit_command(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       "audit",
-      "Round-trip error (quantize -> dequantize with the reference) per format and block size, on synthetic inputs\n"
-      "and on the moments of a saved optimizer state: mean absolute and relative error, relative L2, max error,\n"
+      "Round-trip error (quantize -> dequantize with the reference) per registered format and block size, on synthetic\n"
+      "inputs and on the moments of a saved optimizer state: mean absolute and relative error, relative L2, max error,\n"
       "SQNR, values flushed to zero, worst block (docs/audit.md). A measurement: exit 0 when it ran.");
   auto o = std::make_shared<AuditOptions>();
-  std::string known;
-  for (const auto& f : audit::formats()) known += (known.empty() ? "" : ", ") + std::string(f.name);
-  cmd->add_option("--formats", o->formats, "Comma-separated formats (default all): " + known)->delimiter(',');
+  cmd->add_option("--formats", o->formats,
+                  "Comma-separated registry names or globs, as conform --format takes them (e.g. "
+                  "'torchao.codebook8.*'). Default: every format with a round trip; with --trajectory every optimizer "
+                  "format (torchao.adam.dense, the baseline, always runs)")
+      ->delimiter(',');
   cmd->add_option("--block-sizes", o->block_sizes,
                   "Comma-separated powers of two in 16..65536 (default 32,64,...,4096); a format that does not run at a "
                   "size is reported n/a")
       ->delimiter(',');
   cmd->add_option("--input", o->inputs,
-                  "Input specs (one or more): normal|uniform|lognormal|student-t|constant|outliers:key=value,... as for "
-                  "golden generate, or adam-m|adam-v:n=,seed=,steps=,std=,spread= (synthetic AdamW moments). Default "
-                  "normal:n=1048576,seed=1 when no --state");
+                  "Input specs (one or more), the kinds of golden generate but edges: normal|uniform|lognormal|student-t|"
+                  "constant|outliers|adam-m|adam-v:key=value,... (adam-m, adam-v: synthetic AdamW moments, keys n, seed, "
+                  "steps, std, spread). Default normal:n=1048576,seed=1 when no --state");
   cmd->add_option("--state", o->state, "A safetensors optimizer state: audits every tensor whose name contains exp_avg");
   cmd->add_option("--tensors", o->tensors, "Comma-separated tensor names of --state to audit instead")->delimiter(',');
   cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")->capture_default_str();
@@ -421,9 +434,9 @@ Subcommand add_audit_command(CLI::App& parent) {
   o->output.add_options(*cmd);
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   cmd->add_flag("--trajectory", o->trajectory,
-                "Instead: train a least-squares problem with fp32 AdamW and with each quantized-state AdamW (torchao "
-                "8-bit, 4-bit, FP8, bitsandbytes 8-bit, COAT FP8 with and without expansion); loss and distance to the "
-                "fp32 run per step (--csv, --report, --markdown)");
+                "Instead: train a least-squares problem with each registered optimizer format (torchao Adam on dense, "
+                "8-bit, 4-bit and FP8 states, bitsandbytes 8-bit, COAT FP8 with and without expansion); loss and "
+                "distance to the dense float32 run per step (--csv, --report, --markdown)");
   cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
   cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();

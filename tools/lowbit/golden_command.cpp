@@ -86,26 +86,6 @@ InputSpec reseeded(const InputSpec& s, std::uint64_t seed) {
   return r;
 }
 
-// The case after a step as the next step's state: each "X.next" output becomes X; a format without
-// "step.next" (bitsandbytes: step is the update's own number) counts its int64 step up.
-Case advanced(const Case& done) {
-  Case next;
-  for (const Tensor& t : done.tensors)
-    if (!t.name.ends_with(".next") && !done.find(t.name + ".next")) next.add(t);
-  for (const Tensor& t : done.tensors) {
-    if (!t.name.ends_with(".next")) continue;
-    Tensor renamed = t;
-    renamed.name = t.name.substr(0, t.name.size() - 5);
-    next.add(std::move(renamed));
-  }
-  if (!done.find("step.next")) {
-    std::vector<std::int64_t> step = done.require("step").i64();
-    step[0] += 1;
-    next.add(Tensor::from_i64("step", done.require("step").shape, step));
-  }
-  return next;
-}
-
 // Optimizer formats: the parameter from the input spec, a fresh state, then `steps` steps with a
 // new gradient each (the input spec reseeded), one case per step named <stem>.step<k>.
 template <typename MakeOne>
@@ -119,7 +99,7 @@ void run_steps(const FormatSpec& spec, const nlohmann::json& params, const Input
     const std::string name = stem + ".step" + std::to_string(k) + ".safetensors";
     const std::string described = s.text + " (param; step " + std::to_string(k) + "'s gradient: the same spec with seed " +
                                   std::to_string(grad_spec.seed()) + ")";
-    state = advanced(make_one(state, name, described, s.seed()));
+    state = advanced_state(make_one(state, name, described, s.seed()));
   }
 }
 

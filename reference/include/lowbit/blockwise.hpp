@@ -40,6 +40,16 @@ enum class NanWidening { C10Scalar, Avx512 };
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
                                           std::size_t block_size, NanWidening widening = NanWidening::C10Scalar);
 
+// ---- plain per-block FP8 (lowbit's own: no library; docs/formats/fp8.md "Per-block E4M3") -------
+
+// Reference: lowbit fp8.perblock.e4m3 (docs/formats/fp8.md): per block (the tail may be partial)
+// amax = max |x| ignoring NaN, scale = amax / 448 (float32 division); scale 0 (all zeros, or amax
+// below 448 * 2^-150): code 0x00, NaN 0x7F; else code = e4m3fn(x / scale), RNE, CUDA satfinite.
+Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size);
+// Reference: lowbit fp8.perblock.e4m3: decode(code) * scale (0 * Inf is NaN in a block holding an Inf).
+std::vector<float> fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                           std::size_t block_size);
+
 // Reference: torchao 0.18 optim/subclass_4bit.py: byte j = (code[2j] << 4) | code[2j+1] (first element high).
 std::vector<std::uint8_t> pack_nibbles(std::span<const std::uint8_t> codes);
 std::vector<std::uint8_t> unpack_nibbles(std::span<const std::uint8_t> packed, std::size_t count);

@@ -1,7 +1,8 @@
 #pragma once
 // The format registry: format name -> parameters, tensors and their layouts, reference run (quantize
-// and dequantize), mismatch explanation and provenance. conform, golden generate, compare (and later
-// audit and verify) all go through it, so adding a format is one registration.
+// and dequantize), mismatch explanation, provenance, and the hooks of the audit and the trajectory
+// study. conform, golden generate, compare, audit and audit --trajectory all go through it, so adding
+// a format is one registration (docs/adding-a-format.md).
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -27,6 +28,16 @@ struct TensorSpec {
   // Reads as its name where code wants one (the lists held names before layouts joined them).
   operator const std::string&() const { return name; }
   friend bool operator==(const TensorSpec& t, std::string_view n) { return t.name == n; }
+};
+
+// The block sizes a format quantizes with: [min, max], powers of two only if power_of_two. Outside
+// them the audit reports `why_not` ("n/a (COAT groups are 128)").
+struct BlockSizes {
+  std::size_t min = 1, max = SIZE_MAX;
+  bool power_of_two = false;
+  std::string why_not;
+  // Empty when block_size is supported, else why_not.
+  std::string refusal(std::size_t block_size) const;
 };
 
 struct FormatSpec {
@@ -55,10 +66,28 @@ struct FormatSpec {
 
   // The declaration of a tensor among the inputs, optional inputs and outputs; null when none.
   const TensorSpec* tensor(std::string_view name) const;
+
+  // The audit's round trip (docs/audit.md): the values of x after the reference quantizes and
+  // dequantizes it at block_size with the default params, written to out (x.size() values). x is
+  // finite, a run of whole blocks of a larger tensor (the last may be partial) starting at a block
+  // boundary; tensor_has_negative says whether that tensor has a value < 0 (COAT's optimizer stores
+  // a non-negative tensor as a second moment).
+  std::function<void(std::span<const float> x, std::size_t block_size, bool tensor_has_negative, std::span<float> out)>
+      round_trip;
+  BlockSizes round_trip_blocks;  // where round_trip applies
+  // Why round_trip does not apply to a tensor with a negative value ("n/a (...)"); empty: it does.
+  std::string refuses_negative;
 };
 
 const std::vector<FormatSpec>& registered_formats();
 const FormatSpec* find_format(std::string_view name);
+// Whether a format name matches a shell glob ('torchao.codebook8.*'), as conform --format selects.
+bool format_matches(std::string_view glob, std::string_view name);
+// The registered formats `has_hook` accepts that match any of the names or globs (all of them when
+// there are none), in registry order. std::invalid_argument naming the names and globs that match
+// none of them and listing those that exist.
+std::vector<const FormatSpec*> select_formats(const std::vector<std::string>& globs,
+                                              const std::function<bool(const FormatSpec&)>& has_hook);
 // params = defaults overlaid with the given object; unknown keys are an error naming the format.
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given);
 
@@ -70,6 +99,11 @@ BlockMap block_map(const Case& c, const Tensor& tensor);  // tensor: one of c's
 // The case's input tensors and metadata with the reference's outputs added (replacing any there).
 // Params come from the case's metadata over the format's defaults.
 Case run_reference(const FormatSpec& f, const Case& in);
+
+// Optimizer steps: the state after a step as the next step's state. Each "X.next" output becomes X;
+// a format without "step.next" (bitsandbytes, COAT: step is the update's own number) counts its
+// int64 step up.
+Case advanced_state(const Case& done);
 
 // Registration hooks, one per family (defined beside each family's reference code).
 void register_fp8_formats(std::vector<FormatSpec>& out);

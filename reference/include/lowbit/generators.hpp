@@ -1,5 +1,5 @@
 #pragma once
-// Input generators for golden generate (and later audit). Deterministic for a seed on every
+// Input generators for golden generate and the audit. Deterministic for a seed on every
 // platform: mt19937_64 (fully specified by the standard) with our own transforms, never the
 // std:: distributions, whose outputs differ between standard libraries.
 #include <cstdint>
@@ -16,8 +16,10 @@ namespace lowbit {
 //   normal (mean=0, std=1), uniform (lo=-1, hi=1), lognormal (mu=0, sigma=2; random signs),
 //   student-t (nu=3), constant (value=1), outliers (std=1, scale=1e4, block=256: one huge value per
 //   block), special (zeros, signed zeros, binary32 subnormals, NaN, Inf, extremes),
-//   edges (the format's own boundaries: every value, every midpoint and its neighbours).
-// Every kind takes n (default 4096; edges and special ignore it) and seed (default 1).
+//   edges (the format's own boundaries: every value, every midpoint and its neighbours),
+//   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below).
+// Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
+// n the whole list; with n its first n values, the list repeated from its start when n is longer.
 struct InputSpec {
   std::string kind;
   std::map<std::string, std::string> args;
@@ -33,7 +35,23 @@ InputSpec parse_input_spec(const std::string& text);
 // uniform in [0, 1) from the top 53 bits, and a standard normal by Box-Muller (the cosine branch
 // only: one draw per pair, simple and portable).
 double unit_uniform(std::mt19937_64& rng);
-double standard_normal(std::mt19937_64& rng);  // std::invalid_argument on a bad spec
+double standard_normal(std::mt19937_64& rng);
+
+// Synthetic AdamW moments (docs/audit.md): float32 AdamW moment updates, beta1 0.9, beta2 0.999,
+// torch's single-tensor formulas (exp_avg.lerp_(g, 1 - b1); exp_avg_sq.mul_(b2).addcmul_(g, g,
+// value = 1 - b2)), `steps` steps on gradients g_t[i] = std * s[i] * z_t[i] with z_t ~ N(0, 1) and
+// a per-coordinate scale s[i] = exp(spread * N(0, 1)).
+struct AdamSpec {
+  bool second = false;  // adam-v (exp_avg_sq) rather than adam-m (exp_avg)
+  std::size_t n = 4096;
+  std::uint64_t seed = 1;
+  int steps = 10;
+  double std = 1e-3, spread = 1.0;
+};
+std::vector<float> adam_moment(const AdamSpec& spec);
+
+// The values of a spec; edges asks the format (with its params) for its boundaries.
+// std::invalid_argument on a bad spec.
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
 }  // namespace lowbit
