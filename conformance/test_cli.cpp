@@ -405,3 +405,52 @@ TEST_CASE("concurrent golden generate runs into one folder merge their manifest 
   CHECK(check.code == 0);
   CHECK(check.output.find("12 files listed, 12 verified, 0 refused") != std::string::npos);
 }
+
+TEST_CASE("audit and audit --trajectory take registry names and globs; unknown ones exit 2 listing what exists") {
+  TempDir dir;
+  const Run bnb = lowbit_cli("audit -q --formats bnb.blockwise8.dynamic --block-sizes 32,64 --input normal:n=4096,seed=1 "
+                             "--csv " + (dir / "bnb.csv"));
+  CHECK(bnb.code == 0);
+  const std::string csv = slurp(dir / "bnb.csv");
+  CHECK(csv.find("\"normal:n=4096,seed=1\",bnb.blockwise8.dynamic,32,n/a,,,,,,,,,,,,,,n/a (bitsandbytes block sizes are "
+                 "64..4096)\n") != std::string::npos);
+  CHECK(csv.find("\"normal:n=4096,seed=1\",bnb.blockwise8.dynamic,64,ok,4096,64,1,") != std::string::npos);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header and two rows: one format
+
+  // a glob, on signed data: the unsigned map is n/a with the reason
+  const Run glob = lowbit_cli("audit -q --formats 'torchao.codebook8.*' --block-sizes 64 --input adam-m:n=4096 --csv " +
+                              (dir / "glob.csv"));
+  CHECK(glob.code == 0);
+  const std::string g = slurp(dir / "glob.csv");
+  CHECK(g.find("adam-m:n=4096,torchao.codebook8.signed,64,ok,") != std::string::npos);
+  CHECK(g.find("adam-m:n=4096,torchao.codebook8.unsigned,64,n/a,,,,,,,,,,,,,,n/a (unsigned map: the data has "
+               "negative values)\n") != std::string::npos);
+  // on non-negative data both run
+  const Run v = lowbit_cli("audit -q --formats 'torchao.codebook8.*' --block-sizes 64 --input adam-v:n=4096 --csv " +
+                           (dir / "v.csv"));
+  CHECK(v.code == 0);
+  CHECK(slurp(dir / "v.csv").find("torchao.codebook8.unsigned,64,ok,4096,64,0,") != std::string::npos);
+
+  for (const std::string& args : {std::string("audit --formats no.such,'torchao.codebook8.*' --input normal:n=64"),
+                                  std::string("audit --formats bnb-8bit --input normal:n=64"),
+                                  std::string("audit --formats 'fp8.e4m3fn.*' --input normal:n=64"),
+                                  std::string("audit --trajectory --steps 1 --formats torchao.codebook8.signed")}) {
+    CAPTURE(args);
+    const Run bad = lowbit_cli(args);
+    CHECK(bad.code == 2);
+    CHECK(bad.output.rfind("lowbit: error: --formats: no format matches '", 0) == 0);
+    CHECK(std::count(bad.output.begin(), bad.output.end(), '\n') == 1);
+  }
+  const Run unknown = lowbit_cli("audit --formats no.such --input normal:n=64");
+  CHECK(unknown.output.find("'no.such' (formats here: torchao.codebook8.signed, ") != std::string::npos);
+  CHECK(unknown.output.find("fp8.perblock.e4m3") != std::string::npos);
+
+  // the trajectory: the selected optimizer formats after the baseline, which always runs
+  const Run t = lowbit_cli("audit --trajectory --steps 2 --formats 'coat.*' --csv " + (dir / "t.csv"));
+  CHECK(t.code == 0);
+  const std::string tc = slurp(dir / "t.csv");
+  CHECK(tc.rfind("step,format,loss,param_distance,relative_param_distance\n0,torchao.adam.dense,", 0) == 0);
+  CHECK(tc.find("\n2,coat.optim.origin.e4m3,") != std::string::npos);
+  CHECK(tc.find("\n2,coat.optim.expand.e4m3,") != std::string::npos);
+  CHECK(std::count(tc.begin(), tc.end(), '\n') == 1 + 3 * 3);  // steps 0..2, three formats
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Plot a `lowbit audit --csv` file: error against block size (log2 axis), one line per format,
 one column of panels per input; top row mean absolute error (log scale), bottom row SQNR in dB.
-A `lowbit audit --trajectory --csv` file gives loss and distance to the fp32 run against the step.
+A `lowbit audit --trajectory --csv` file gives loss and distance to the baseline run (torchao.adam.dense,
+float32 states) against the step.
 
     python tools/plots/plot_audit.py audit.csv --out docs/audit/example   # writes example.png and example.svg
 """
@@ -29,19 +30,20 @@ def read_rows(path):
 
 
 def plot_trajectory(path, out, title):
-    """`lowbit audit --trajectory --csv`: loss and distance to the fp32 run against the step."""
+    """`lowbit audit --trajectory --csv`: loss and distance to the baseline run against the step."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    variants = list(OrderedDict.fromkeys(r["variant"] for r in rows))
+    formats = list(OrderedDict.fromkeys(r["format"] for r in rows))
+    baseline = formats[0]  # lowbit writes the baseline's rows first
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-    for k, v in enumerate(variants):
-        pts = [(int(r["step"]), float(r["loss"]), float(r["relative_param_distance"])) for r in rows if r["variant"] == v]
+    for k, v in enumerate(formats):
+        pts = [(int(r["step"]), float(r["loss"]), float(r["relative_param_distance"])) for r in rows if r["format"] == v]
         style = dict(label=v, color=f"C{k}", linestyle=LINESTYLES[k % len(LINESTYLES)], linewidth=1.6)
         axes[0].plot([p[0] for p in pts], [p[1] for p in pts], **style)
-        if v != "fp32":
+        if v != baseline:
             axes[1].plot([p[0] for p in pts], [p[2] if p[2] > 0 else float("nan") for p in pts], **style)
     axes[0].set_ylabel("loss")
-    axes[1].set_ylabel("||W - W_fp32|| / ||W_fp32||")
+    axes[1].set_ylabel(f"||W - W_base|| / ||W_base||  (base: {baseline})")
     for ax in axes:
         ax.set_yscale("log")
         ax.set_xlabel("step")
@@ -58,13 +60,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("csv", help="output of lowbit audit --csv")
     ap.add_argument("--out", required=True, help="output path without extension (.png and .svg are written)")
-    ap.add_argument("--title", default="lowbit audit: round-trip error per block size")
+    ap.add_argument("--title", help="default: what the CSV holds")
     args = ap.parse_args()
 
     with open(args.csv, newline="") as f:
         header = next(csv.reader(f), [])
-    if "variant" in header:
-        plot_trajectory(args.csv, args.out, args.title)
+    if "step" in header:
+        plot_trajectory(args.csv, args.out, args.title or "lowbit audit --trajectory: AdamW with quantized states")
         return
     rows = read_rows(args.csv)
     inputs = list(OrderedDict.fromkeys(r["input"] for r in rows))
@@ -79,7 +81,7 @@ def main():
             if not pts:
                 continue
             xs = [p[0] for p in pts]
-            # Formats that coincide (torchao-fp8 and fp8-perblock on finite data) stay visible:
+            # Formats that coincide (torchao.fp8 and fp8.perblock.e4m3 on finite data) stay visible:
             # each later format gets a smaller, hollow-or-filled marker and its own dash pattern.
             style = dict(marker=MARKERS[k % len(MARKERS)], label=fmt, color=f"C{k}",
                          linestyle=LINESTYLES[k % len(LINESTYLES)] if len(pts) > 1 else "none",
@@ -106,7 +108,7 @@ def main():
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="center right", fontsize=9)
-    fig.suptitle(args.title)
+    fig.suptitle(args.title or "lowbit audit: round-trip error per block size")
     fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 0.96))
     for ext in ("png", "svg"):
         # No timestamps in the SVG: the same CSV gives the same bytes.
