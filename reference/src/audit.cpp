@@ -1,16 +1,5 @@
-#include "lowbit/audit.hpp"
-
-#include <algorithm>
-#include <cmath>
-#include <limits>
-#include <stdexcept>
-
-#include "lowbit/blockwise.hpp"
-#include "lowbit/coat_optimizer.hpp"
-#include "lowbit/codebook.hpp"
-#include "lowbit/fp8.hpp"
-#include "lowbit/generators.hpp"
-
+// The round-trip audit (audit.hpp): chunks of whole blocks through a registered format's round trip,
+// and the error measures summed in block order.
 #include "lowbit/audit.hpp"
 
 #include <algorithm>
