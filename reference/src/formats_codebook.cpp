@@ -288,8 +288,7 @@ FormatSpec fp8_perblock_format() {
                  "__nv_cvt_float_to_fp8(__NV_SATFINITE, __NV_E4M3)";
   f.default_params = {{"block_size", 128}};
   f.inputs = {"input"};
-  f.outputs = {"codes", "scale", "dequant"};
-  f.scale_tensor = "scale";
+  f.outputs = blockwise_outputs();
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const auto quantized = blockwise::fp8_perblock_quantize(in.require("input").f32(), block);
@@ -299,7 +298,7 @@ FormatSpec fp8_perblock_format() {
         f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_fp8_state(e, a, i, block_size_from(e.params()));
+    return explain_fp8_state(e, a, i);
   };
   f.dequantize = [](const Case& c) {
     return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(),
