@@ -296,7 +296,7 @@ TEST_CASE("trajectory: every optimizer format from the registry, deterministic, 
   CHECK_FALSE(same_values(q.back().w, a.back().w));
   // Adam's first step from zero moments is lr * g / (|g| + eps) after bias correction: every
   // parameter (from 0) moves by lr up to a factor 1 - eps / |g|, whatever the state format stores
-  // afterwards; so the study's lr reaches each format (a param, or torchao's lr tensor).
+  // afterwards; so the study's lr reaches each format.
   for (const std::string& name : formats) {
     CAPTURE(name);
     const auto run = audit::run_trajectory(3, format(name), 1, 1e-2);

@@ -54,8 +54,8 @@ double loss_and_grad(const LeastSquares& p, const std::vector<float>& w, std::ve
   return 0.5 * r.cast<double>().squaredNorm() / static_cast<double>(LeastSquares::kRows * LeastSquares::kOut);
 }
 
-// The format's params for the study: its defaults with lr (a param, or torchao's "lr" tensor) and no
-// weight decay.
+// The format's params for the study: its defaults with lr and no weight decay (the fresh state
+// carries lr where the format keeps it as a tensor, as torchao does).
 nlohmann::json study_params(const FormatSpec& f, double lr) {
   nlohmann::json given = nlohmann::json::object();
   if (f.default_params.contains("lr")) given["lr"] = lr;
@@ -71,7 +71,6 @@ std::vector<TrajectoryPoint> run_format(const LeastSquares& p, const FormatSpec&
   const nlohmann::json params = study_params(f, lr);
   std::vector<float> w(n, 0.0f), g(n);
   Case state = f.fresh_state(w, params);
-  if (state.find("lr")) state.add(Tensor::from_f32("lr", state.require("lr").shape, std::vector<float>{static_cast<float>(lr)}));
   const std::vector<std::int64_t> shape = state.require("param").shape;
   std::vector<TrajectoryPoint> out;
   for (int t = 0; t <= steps; ++t) {
