@@ -14,12 +14,7 @@ namespace {
 
 constexpr std::uint64_t kNoDistance = std::numeric_limits<std::uint64_t>::max();  // a NaN is involved
 
-bool is_fp8(DType d) { return d == DType::F8_E4M3 || d == DType::F8_E5M2; }
 bool is_float(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
-
-float fp8_value(DType d, std::uint8_t code) {
-  return d == DType::F8_E4M3 ? fp8::decode<fp8::E4M3FN>(code) : fp8::decode<fp8::E5M2>(code);
-}
 
 std::uint64_t float_distance(float a, float b) {
   if (std::isnan(a) || std::isnan(b)) return kNoDistance;
@@ -28,9 +23,9 @@ std::uint64_t float_distance(float a, float b) {
 
 // Values and distances of one mismatching element, by what the dtype holds.
 void measure(const Tensor& t, std::uint64_t e, std::uint64_t a, MismatchRecord& m) {
-  if (is_fp8(t.dtype)) {
+  if (const auto fp8_format = fp8::format_of_dtype(t.dtype)) {
     const auto ec = static_cast<std::uint8_t>(e), ac = static_cast<std::uint8_t>(a);
-    const float ev = fp8_value(t.dtype, ec), av = fp8_value(t.dtype, ac);
+    const float ev = fp8::decode(*fp8_format, ec), av = fp8::decode(*fp8_format, ac);
     m.expected_value = ev;
     m.actual_value = av;
     m.ulp_distance = float_distance(ev, av);
