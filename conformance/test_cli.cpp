@@ -12,6 +12,7 @@
 #include "elementwise.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/manifest.hpp"
 
 namespace fs = std::filesystem;
 using namespace lowbit;
@@ -453,4 +454,26 @@ TEST_CASE("audit and audit --trajectory take registry names and globs; unknown o
   CHECK(tc.find("\n2,coat.optim.origin.e4m3,") != std::string::npos);
   CHECK(tc.find("\n2,coat.optim.expand.e4m3,") != std::string::npos);
   CHECK(std::count(tc.begin(), tc.end(), '\n') == 1 + 3 * 3);  // steps 0..2, three formats
+}
+
+TEST_CASE("audit --state is held to the MANIFEST.json that lists it, like every other command") {
+  TempDir dir;
+  Case state;
+  std::vector<float> m(4096);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(i % 97) * 1e-3f - 0.04f;
+  state.add(Tensor::from_f32("layer.exp_avg", {4096}, m));
+  write_case(dir / "state.safetensors", state);
+  Manifest manifest;
+  upsert(manifest, describe_case_file(dir.path.string(), "state.safetensors"));
+  write_manifest(dir.path.string(), manifest);
+  const std::string audit = "audit --formats bnb.blockwise8.dynamic --block-sizes 256 -q --state " + (dir / "state.safetensors");
+  CHECK(lowbit_cli(audit).code == 0);
+  {  // one byte of the listed file changes
+    std::fstream f(dir / "state.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a');
+  }
+  const Run tampered = lowbit_cli(audit);
+  CHECK(tampered.code == 2);
+  CHECK(tampered.output.find("disagrees with the manifest") != std::string::npos);
 }

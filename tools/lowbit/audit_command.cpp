@@ -16,9 +16,11 @@
 #include "lowbit/audit.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/case.hpp"
+#include "lowbit/manifest.hpp"
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -30,7 +32,7 @@ struct AuditOptions {
   std::vector<std::string> inputs;
   std::string state;
   std::vector<std::string> tensors;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = default_threads();
   ReportOutput output;
   std::string csv_path;
   bool quiet = false;
@@ -215,7 +217,6 @@ struct TrajectoryRow {
 };
 
 int run_trajectory(AuditOptions o) {
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   if (o.steps < 1 || o.steps > 100000) throw UsageError(fmt::format("--steps must be in 1..100000 (got {})", o.steps));
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError(fmt::format("--lr must be positive (got {})", o.lr));
   std::vector<const FormatSpec*> formats = selected(o.formats, audit::trajectory_formats);
@@ -298,7 +299,6 @@ int run_trajectory(AuditOptions o) {
 
 int run_audit(AuditOptions o) {
   if (o.trajectory) return run_trajectory(std::move(o));
-  if (o.threads < 1) throw UsageError(fmt::format("--threads must be at least 1 (got {})", o.threads));
   const std::vector<const FormatSpec*> formats = selected(o.formats, audit::formats);
   o.formats.clear();  // the names, globs expanded
   for (const FormatSpec* f : formats) o.formats.push_back(f->name);
@@ -323,7 +323,7 @@ int run_audit(AuditOptions o) {
   for (const auto& spec : o.inputs) sources.push_back({spec, ""});
   Case state;
   if (!o.state.empty()) {
-    state = read_case(o.state);  // CaseError names the file and the fault
+    state = read_case_guarded(o.state);  // held to its MANIFEST.json where one lists it; CaseError names the fault
     if (o.tensors.empty()) {
       for (const Tensor& t : state.tensors) {
         if (t.name.find("exp_avg") == std::string::npos) continue;
@@ -429,7 +429,7 @@ Subcommand add_audit_command(CLI::App& parent) {
                   "steps, std, spread). Default normal:n=1048576,seed=1 when no --state");
   cmd->add_option("--state", o->state, "A safetensors optimizer state: audits every tensor whose name contains exp_avg");
   cmd->add_option("--tensors", o->tensors, "Comma-separated tensor names of --state to audit instead")->delimiter(',');
-  cmd->add_option("--threads", o->threads, "Worker threads (results are identical for any count)")->capture_default_str();
+  add_threads_option(*cmd, o->threads);
   cmd->add_option("--csv", o->csv_path, "Write one CSV row per input, format and block size here");
   o->output.add_options(*cmd);
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
