@@ -477,3 +477,30 @@ TEST_CASE("audit --state is held to the MANIFEST.json that lists it, like every 
   CHECK(tampered.code == 2);
   CHECK(tampered.output.find("disagrees with the manifest") != std::string::npos);
 }
+
+TEST_CASE("every number of an input spec and every size parameter is checked before any work, named in the error") {
+  TempDir dir;
+  struct Bad {
+    std::string args, words;
+  };
+  const std::string generate = "golden generate --out " + (dir / "g");
+  for (const Bad& b : {Bad{" --format torchao.fp8 --input outliers:block=1e30", "block must be a whole number in 1..268435456"},
+                       Bad{" --format torchao.fp8 --input normal:seed=1.5", "seed must be a whole number"},
+                       Bad{" --format torchao.fp8 --input normal:seed=-1", "seed must be a whole number"},
+                       Bad{" --format torchao.fp8 --input student-t:nu=1e9", "nu must be a whole number in 1..1000"},
+                       Bad{" --format torchao.fp8 --input normal:n=1e9", "n must be a whole number in 0..268435456"},
+                       Bad{" --format torchao.fp8 --input adam-m:steps=2.5", "steps must be a whole number"},
+                       Bad{" --format bnb.adam8bit.cpu --input normal --param block_size=-1", "block_size must be a whole number from 1"},
+                       Bad{" --format torchao.fp8 --input normal --param block_size=0", "block_size must be a whole number from 1"},
+                       Bad{" --format coat.optim.expand.e4m3 --input normal:n=256 --param expand_min=-16", "expand_min must be a whole number from 1"}}) {
+    CAPTURE(b.args);
+    const Run run = lowbit_cli(generate + b.args);
+    CHECK(run.code == 2);
+    CHECK(run.output.find(b.words) != std::string::npos);
+    CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
+  }
+  CHECK(!fs::exists(dir / "g"));  // nothing written
+  const Run audit = lowbit_cli("audit --formats fp8.perblock.e4m3 -q --input outliers:n=4096,block=1e30");
+  CHECK(audit.code == 2);
+  CHECK(audit.output.find("block must be a whole number") != std::string::npos);
+}

@@ -79,6 +79,13 @@ std::vector<const FormatSpec*> select_formats(const std::vector<std::string>& gl
   return out;
 }
 
+std::size_t positive_size_param(const nlohmann::json& params, const char* key) {
+  const nlohmann::json& v = params.at(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > INT32_MAX)
+    throw std::runtime_error(std::string(key) + " must be a whole number from 1 to 2147483647 (got " + v.dump() + ")");
+  return static_cast<std::size_t>(v.get<std::int64_t>());
+}
+
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {
   nlohmann::json p = f.default_params;
   for (const auto& [key, value] : given.items()) {

@@ -13,7 +13,7 @@ using namespace coat_act;
 
 Options options_from(const nlohmann::json& p) {
   Options o;
-  o.group_size = p.at("group_size").get<int>();
+  o.group_size = static_cast<int>(positive_size_param(p, "group_size"));
   o.fp8 = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
   const auto sd = p.at("scale_dtype").get<std::string>();
   if (sd != "bf16" && sd != "f32") throw std::runtime_error("scale_dtype must be bf16 or f32 (got '" + sd + "')");

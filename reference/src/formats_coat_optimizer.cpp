@@ -51,7 +51,7 @@ coat::Hyper hyper_from(const nlohmann::json& p, bool expansion) {
   h.beta2 = static_cast<float>(p.at("beta2").get<double>());
   h.eps = static_cast<float>(p.at("eps").get<double>());
   h.weight_decay = static_cast<float>(p.at("weight_decay").get<double>());
-  if (expansion) h.expand_min = p.at("expand_min").get<int>();
+  if (expansion) h.expand_min = static_cast<int>(positive_size_param(p, "expand_min"));
   return h;
 }
 

@@ -26,11 +26,7 @@ Linspace linspace_from(const nlohmann::json& p) {
   throw std::runtime_error("linspace must be fma or nofma (got '" + v + "')");
 }
 
-std::size_t block_size_from(const nlohmann::json& p) {
-  const auto& b = p.at("block_size");
-  if (!b.is_number_integer() || b.get<std::int64_t>() <= 0) throw std::runtime_error("block_size must be a positive integer");
-  return static_cast<std::size_t>(b.get<std::int64_t>());
-}
+std::size_t block_size_from(const nlohmann::json& p) { return positive_size_param(p, "block_size"); }
 
 std::vector<std::int64_t> flat_shape(std::size_t n) { return {static_cast<std::int64_t>(n)}; }
 

@@ -36,7 +36,7 @@ Explanation explain_bnb_param(const Case& expected, const Case& actual, const st
   const Tensor* got = actual.find("param.next");
   if (tensor != "param.next" || !got || got->dtype != DType::F32 || i >= got->element_count()) return {};
   const nlohmann::json p = resolve_params(*find_format(expected.format()), expected.params());
-  const auto block = p.at("block_size").get<std::size_t>();
+  const auto block = positive_size_param(p, "block_size");
   const optimizer::Moment m = read_moment(expected, "exp_avg", false), v = read_moment(expected, "exp_avg_sq", false);
   const float m_old = blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block)[i];
   const float v_old = blockwise::bnb_dequantize(v.codes, v.scale, v.qmap, block)[i];
@@ -107,7 +107,7 @@ FormatSpec bnb_adam_cpu_format() {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
     optimizer::bnb_adam_cpu_step(param, in.require("grad").f32(), step_of(in), m, v, bnb_hyper_from(p),
-                                 p.at("block_size").get<std::size_t>());
+                                 positive_size_param(p, "block_size"));
     return outputs_of(in, param, m, v);
   };
   f.explain = explain_bnb_param;

@@ -47,7 +47,7 @@ optimizer::AdamHyper hyper_from(const Case& in, const nlohmann::json& p) {
 optimizer::TorchaoAdamOptions options_from(const Case& in, const nlohmann::json& p, TorchaoState kind) {
   optimizer::TorchaoAdamOptions o;
   o.kind = kind;
-  if (kind != TorchaoState::Dense) o.block_size = p.at("block_size").get<std::size_t>();
+  if (kind != TorchaoState::Dense) o.block_size = positive_size_param(p, "block_size");
   if (kind == TorchaoState::Fp8) {
     const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
     const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
@@ -156,7 +156,7 @@ Case torchao_fresh_state(std::span<const float> param, const nlohmann::json& p, 
       c.add(Tensor::from_f32(name, flat(n), std::vector<float>(n, 0.0f)));
       continue;
     }
-    const auto block = p.at("block_size").get<std::size_t>();
+    const auto block = positive_size_param(p, "block_size");
     if (n < 4096 || block == 0 || n % block != 0)
       throw std::runtime_error("torchao quantizes a state only when numel >= 4096 and a multiple of block_size (" +
                                std::to_string(n) + " elements, block " + std::to_string(block) +

@@ -1,5 +1,7 @@
 #include "lowbit/generators.hpp"
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -47,7 +49,7 @@ AdamSpec adam_spec_of(const InputSpec& spec) {
   a.second = spec.kind == "adam-v";
   a.n = spec.count();
   a.seed = spec.seed();
-  a.steps = static_cast<int>(spec.number("steps", a.steps));
+  a.steps = static_cast<int>(spec.whole("steps", a.steps, 1, 100000));
   a.std = spec.number("std", a.std);
   a.spread = spec.number("spread", a.spread);
   return a;
@@ -55,8 +57,16 @@ AdamSpec adam_spec_of(const InputSpec& spec) {
 
 }  // namespace
 
-std::uint64_t InputSpec::seed() const { return static_cast<std::uint64_t>(number("seed", 1)); }
-std::size_t InputSpec::count() const { return static_cast<std::size_t>(number("n", 4096)); }
+std::uint64_t InputSpec::seed() const { return static_cast<std::uint64_t>(whole("seed", 1, 0, kMaxSeed)); }
+std::size_t InputSpec::count() const { return static_cast<std::size_t>(whole("n", 4096, 0, kMaxCount)); }
+
+double InputSpec::whole(const std::string& key, double fallback, double lo, double hi) const {
+  const double v = number(key, fallback);
+  if (v != std::floor(v) || v < lo || v > hi)
+    throw std::invalid_argument(fmt::format("input spec '{}': {} must be a whole number in {:.17g}..{:.17g} (got {})", text,
+                                            key, lo, hi, args.at(key)));
+  return v;
+}
 
 double InputSpec::number(const std::string& key, double fallback) const {
   const auto it = args.find(key);
@@ -101,13 +111,13 @@ InputSpec parse_input_spec(const std::string& text) {
       start = comma + 1;
     }
   }
-  const double n = s.number("n", 4096);
-  if (n < 0 || n > 1e9 || n != std::floor(n)) throw std::invalid_argument("input spec '" + text + "': n must be a whole number up to 1e9");
-  if (s.seed() != static_cast<std::uint64_t>(s.number("seed", 1)) || s.number("seed", 1) < 0)
-    throw std::invalid_argument("input spec '" + text + "': seed must be a non-negative whole number");
-  const double steps = s.number("steps", 10);
-  if (steps < 1 || steps > 100000 || steps != std::floor(steps))
-    throw std::invalid_argument("input spec '" + text + "': steps must be a whole number in 1..100000");
+  // Every number is checked here, before any value is made (each throws naming the key and range).
+  s.count();
+  s.seed();
+  s.whole("steps", 10, 1, 100000);
+  s.whole("nu", 3, 1, kMaxNu);
+  s.whole("block", 256, 1, kMaxCount);
+  for (const auto& [key, value] : s.args) s.number(key, 0);  // the real-valued keys: finite numbers
   return s;
 }
 
@@ -136,7 +146,7 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
       if (rng() & 1) v = -v;
     } else if (spec.kind == "student-t") {
       // t = Z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals (nu rounded to a whole number)
-      const int nu = std::max(1, static_cast<int>(spec.number("nu", 3)));
+      const int nu = static_cast<int>(spec.whole("nu", 3, 1, kMaxNu));
       double chi2 = 0;
       for (int k = 0; k < nu; ++k) {
         const double z = standard_normal(rng);
@@ -145,7 +155,7 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
       v = standard_normal(rng) / std::sqrt(chi2 / nu + 1e-300);
     } else if (spec.kind == "constant") v = spec.number("value", 1);
     else if (spec.kind == "outliers") {
-      const auto block = static_cast<std::size_t>(std::max(1.0, spec.number("block", 256)));
+      const auto block = static_cast<std::size_t>(spec.whole("block", 256, 1, kMaxCount));
       v = spec.number("std", 1) * standard_normal(rng);
       if (i % block == (block / 2)) v *= spec.number("scale", 1e4);
     }

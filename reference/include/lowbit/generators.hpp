@@ -20,6 +20,13 @@ namespace lowbit {
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below).
 // Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.
+// The largest n: 2^28 float32 values are 1 GiB, and golden generate holds the input, the outputs
+// and the serialized case at once (about 4 to 6 GiB at this size on a 24 GiB machine). seed is
+// a whole number a double holds exactly; student-t's nu counts the normals drawn per value.
+inline constexpr double kMaxCount = 268435456.0;         // 2^28
+inline constexpr double kMaxSeed = 9007199254740992.0;   // 2^53
+inline constexpr double kMaxNu = 1000.0;
+
 struct InputSpec {
   std::string kind;
   std::map<std::string, std::string> args;
@@ -27,6 +34,8 @@ struct InputSpec {
   std::uint64_t seed() const;
   std::size_t count() const;
   double number(const std::string& key, double fallback) const;
+  // number() that must be a whole number in [lo, hi]; std::invalid_argument naming key and range.
+  double whole(const std::string& key, double fallback, double lo, double hi) const;
 };
 
 InputSpec parse_input_spec(const std::string& text);
