@@ -433,7 +433,8 @@ TEST_CASE("a per-block tensor whose size disagrees with the layout is refused, n
   Case e = coat_act_case("coat.act.pergroup", 32, 64, R"({"group_size":16})");
   e.add(Tensor::from_f32("scale", {32, 2}, std::vector<float>(64, 1.0f)));  // 128 groups need 128 entries
   CHECK_THROWS_WITH_AS(compare_cases(e, e, TolerancePolicy{}),
-                       doctest::Contains("expected.safetensors: tensor 'scale' has 64 elements, but 'codes' has 128 blocks"),
+                       doctest::Contains("expected.safetensors: format coat.act.pergroup, tensor 'scale': has 64 element(s), "
+                                         "but must have 128 (one per block of 'codes')"),
                        CaseError);
 }
 
@@ -469,7 +470,7 @@ TEST_CASE("layouts resolve to block indices by hand") {
     CHECK(m.description == "16x16 tiles");
   }
   SUBCASE("-1 is the whole axis") {
-    const BlockMap m = resolve_layout(tiles(elements(1), param_extent("whole"), {}), {4, 6}, p);
+    const BlockMap m = resolve_layout(tiles(elements(1), param_extent_or_whole_axis("whole"), {}), {4, 6}, p);
     CHECK(m.blocks == 4);
     CHECK(m.block_of(2 * 6 + 5) == 2);
   }
@@ -488,9 +489,14 @@ TEST_CASE("layouts resolve to block indices by hand") {
     CHECK(m.block_of(128) == 1);
   }
   SUBCASE("bad parameters name themselves") {
-    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("nope"), {}), {4}, p), doctest::Contains("'nope'"),
-                         std::invalid_argument);
-    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("odd", 2), {}), {4}, p), doctest::Contains("'odd'"),
-                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("nope"), {}), {4}, p),
+                         "nope must be a whole number from 1 to 2147483647 (it is missing)", std::invalid_argument);
+    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("odd", 2), {}), {4}, p),
+                         "odd (3) must be a multiple of 2: 2 per stored element", std::invalid_argument);
+    // -1 means the whole axis only where the layout says so (COAT's block_cut); a block size of -1 is refused
+    CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("whole"), {}), {4}, p),
+                         "whole must be a whole number from 1 to 2147483647 (got -1)", std::invalid_argument);
+    const nlohmann::json huge = {{"block_size", 2147483648LL}};
+    CHECK_THROWS_AS(resolve_layout(blocks(param_extent("block_size"), {}), {4}, huge), std::invalid_argument);
   }
 }

@@ -96,15 +96,39 @@ nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) 
 }
 
 Case run_reference(const FormatSpec& f, const Case& in) {
+  validate_case(f, in, CaseScope::Inputs);
   Case out;
-  out.origin = "reference " + f.name;
+  out.origin = in.origin;  // the run's own errors name the case's file
   out.metadata = in.metadata;
   for (const std::string& name : f.inputs) out.add(in.require(name));
   for (const std::string& name : f.optional_inputs)
     if (const Tensor* t = in.find(name)) out.add(*t);
   const nlohmann::json params = resolve_params(f, in.params());
-  for (Tensor& t : f.run(out, params)) out.add(std::move(t));
+  std::vector<Tensor> produced;
+  try {
+    produced = f.run(out, params);
+  } catch (const CaseError&) {
+    throw;  // names its file already
+  } catch (const std::exception& e) {  // a precondition of the arithmetic (e.g. COAT's divisibility rules)
+    throw CaseError(in.origin + ": format " + f.name + ": " + e.what());
+  }
+  for (Tensor& t : produced) out.add(std::move(t));
+  out.origin = "reference " + f.name;
   return out;
+}
+
+DequantizedState dequantized_state(const FormatSpec& f, const Case& c) {
+  validate_case(f, c, CaseScope::Present);
+  if (!f.dequantize) return {{}, "format " + f.name + " has no dequantizer"};
+  for (const std::string& name : f.dequantize_reads)
+    if (!c.find(name)) return {{}, "tensor '" + name + "' is missing"};
+  try {
+    return {f.dequantize(c, resolve_params(f, c.params())), {}};
+  } catch (const CaseError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CaseError(c.origin + ": format " + f.name + ": " + e.what());
+  }
 }
 
 Case advanced_state(const Case& done) {

@@ -84,6 +84,12 @@ nlohmann::json defaults(int qb) {
 
 const char* kProvenance = "NVlabs/COAT 80ec99f coat/activation/real_quantization/";
 
+// The schema's pieces: a 2-D input, FP8 codes (E4M3 or E5M2 by the fp8 parameter) of its shape or
+// its transpose's, and a scale (bf16 or float32 by scale_dtype) with one entry per group or tile.
+TensorSpec matrix_input() { return {"input", {.dtypes = {DType::F32, DType::BF16}, .shape = any_shape(2)}}; }
+Schema codes_like(ShapeRule shape) { return {.dtypes = {DType::F8_E4M3, DType::F8_E5M2}, .shape = std::move(shape)}; }
+Schema scale_of(const std::string& codes) { return {.dtypes = {DType::BF16, DType::F32}, .shape = entry_per_block_of(codes)}; }
+
 }  // namespace
 
 void register_coat_activation_formats(std::vector<FormatSpec>& out) {
@@ -93,8 +99,9 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.description = "COAT per-group 1xQB FP8 activation quantization: codes from the fp32 scale S, stored scale bf16(S) or S";
     f.provenance = std::string(kProvenance) + "_quantize.py fp8_quantize";
     f.default_params = defaults(16);
-    f.inputs = {"input"};
-    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"})}, {"scale", block_entries()}};
+    f.inputs = {matrix_input()};
+    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"}), codes_like(same_shape("input"))},
+                 {"scale", block_entries(), scale_of("codes")}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -103,7 +110,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
           Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
           scale_tensor("scale", {x.m, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
     };
-    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
+    f.dequantize_reads = {"codes", "scale"};
+    f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
   {
@@ -113,9 +121,12 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.provenance = std::string(kProvenance) + "_quantize_pertensor.py fp8_quantize_pertensor + _division.py fp8_division";
     f.default_params = defaults(16);
     f.default_params.erase("scale_dtype");
-    f.inputs = {"input"};
-    // every code is scaled by the one per-tensor scale; group_scale holds one entry per 1x16 group of the input
-    f.outputs = {{"codes", per_tensor({"scale"})}, {"scale", block_entries()}, {"group_scale", block_entries()}};
+    f.inputs = {matrix_input()};
+    // every code is scaled by the one per-tensor scale; group_scale holds one entry per 1x16 group of the
+    // input (read by nothing but the comparison, which holds its shape to the reference's)
+    f.outputs = {{"codes", per_tensor({"scale"}), codes_like(same_shape("input"))},
+                 {"scale", block_entries(), {.dtypes = {DType::BF16}, .shape = scalar()}},
+                 {"group_scale", block_entries(), {.dtypes = {DType::BF16}, .shape = any_shape(2)}}};
     f.run = [](const Case& in, const nlohmann::json& params) {
       nlohmann::json p = params;
       p["scale_dtype"] = "bf16";
@@ -126,7 +137,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
                                  scale_tensor("scale", {1}, {q.scale}, true),
                                  scale_tensor("group_scale", {x.m, x.n / 16}, q.group_scale, true)};
     };
-    f.dequantize = [](const Case& c) {
+    f.dequantize_reads = {"codes", "scale"};
+    f.dequantize = [](const Case& c, const nlohmann::json&) {
       const Tensor& t = c.require("codes");
       const fp8::FormatId f = format_of_codes(c, t);
       const float s = c.require("scale").value_as_float(0);
@@ -143,12 +155,12 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.description = "COAT per-group 1xQB quantization of x and, with its own groups along M, of x^T (y_t != y^T)";
     f.provenance = std::string(kProvenance) + "_quantize_transpose.py fp8_quantize_transpose";
     f.default_params = defaults(16);
-    f.inputs = {"input"};
+    f.inputs = {matrix_input()};
     // codes_t is stored N x M: its 1xQB row groups run along x's columns (M), one scale_t entry each
-    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"})},
-                 {"scale", block_entries()},
-                 {"codes_t", row_groups(param_extent("group_size"), {"scale_t"})},
-                 {"scale_t", block_entries()}};
+    f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"}), codes_like(same_shape("input"))},
+                 {"scale", block_entries(), scale_of("codes")},
+                 {"codes_t", row_groups(param_extent("group_size"), {"scale_t"}), codes_like(transposed_of("input"))},
+                 {"scale_t", block_entries(), scale_of("codes_t")}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -159,7 +171,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
                                  Tensor::from_bytes("codes_t", code_dtype(o), {x.n, x.m}, t.transposed.codes),
                                  scale_tensor("scale_t", {x.n, x.m / o.group_size}, t.transposed.scale, bf16)};
     };
-    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
+    f.dequantize_reads = {"codes", "scale"};
+    f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
   {
@@ -168,9 +181,10 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.description = "COAT per-block QBxQB FP8 quantization (DeepSeek path), scale in scale_dtype";
     f.provenance = std::string(kProvenance) + "_quantize_perblock.py fp8_quantize_perblock";
     f.default_params = defaults(128);
-    f.inputs = {"input"};
-    f.outputs = {{"codes", tiles(param_extent("group_size"), param_extent("group_size"), {"scale"})},
-                 {"scale", block_entries()}};
+    f.inputs = {matrix_input()};
+    f.outputs = {{"codes", tiles(param_extent("group_size"), param_extent("group_size"), {"scale"}),
+                  codes_like(same_shape("input"))},
+                 {"scale", block_entries(), scale_of("codes")}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
@@ -179,7 +193,8 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
           Tensor::from_bytes("codes", code_dtype(o), {x.m, x.n}, q.codes),
           scale_tensor("scale", {x.m / o.group_size, x.n / o.group_size}, q.scale, o.scale_dtype == ScaleDtype::BF16)};
     };
-    f.dequantize = [](const Case& c) { return dequant_groups(c, "codes", "scale"); };
+    f.dequantize_reads = {"codes", "scale"};
+    f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     out.push_back(std::move(f));
   }
 }

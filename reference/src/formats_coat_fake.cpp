@@ -33,15 +33,16 @@ FormatSpec elementwise(std::string name, std::string description, std::string pr
   f.description = std::move(description);
   f.provenance = std::string(kProvenance) + provenance;
   f.default_params = std::move(defaults);
-  f.inputs = {"input"};
-  f.outputs = {"output"};
+  f.inputs = {{"input", {.dtypes = {DType::F32}}}};
+  f.outputs = {{"output", {.dtypes = {DType::F32}, .shape = same_shape("input")}}};
   f.run = [fn](const Case& in, const nlohmann::json& p) {
     const std::vector<float> x = input_values(in);
     std::vector<float> y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = fn(x[i], p);
     return std::vector<Tensor>{Tensor::from_f32("output", in.require("input").shape, y)};
   };
-  f.dequantize = [](const Case& c) { return c.require("output").f32(); };
+  f.dequantize_reads = {"output"};
+  f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("output").f32(); };
   return f;
 }
 
@@ -64,10 +65,13 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.description = "COAT SymmQuantizer: per-block absmax+epsilon scale 2*absmax/(Qp-Qn), Q = Triton fake FP8 of x/scale, RQ = Q*scale";
     f.provenance = std::string(kProvenance) + "quantize_function.py block_cut + SymmQuantizer.forward + block_reshape";
     f.default_params = {{"fp8", "e4m3"}, {"model", "interpreter"}, {"row_block", 1}, {"col_block", 16}, {"epsilon", 1e-8}};
-    f.inputs = {"input"};
+    f.inputs = {{"input", {.dtypes = {DType::F32}, .shape = any_shape(2)}}};
     // row_block x col_block tiles (-1: the whole axis), one scale entry each in block_cut's row-major order
-    const Layout tile = tiles(param_extent("row_block"), param_extent("col_block"), {"scale"});
-    f.outputs = {{"rq", tile}, {"q", tile}, {"scale", block_entries()}};
+    const Layout tile = tiles(param_extent_or_whole_axis("row_block"), param_extent_or_whole_axis("col_block"), {"scale"});
+    const Schema like_input = {.dtypes = {DType::F32}, .shape = same_shape("input")};
+    f.outputs = {{"rq", tile, like_input},
+                 {"q", tile, like_input},
+                 {"scale", block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of("rq")}}};
     f.run = [](const Case& in, const nlohmann::json& p) {
       const Tensor& t = in.require("input");
       if (t.shape.size() != 2) throw std::invalid_argument("coat.fake.symm takes a 2-D input");
@@ -78,7 +82,8 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
       return std::vector<Tensor>{Tensor::from_f32("rq", t.shape, s.rq), Tensor::from_f32("q", t.shape, s.q),
                                  Tensor::from_f32("scale", {static_cast<std::int64_t>(s.scale.size())}, s.scale)};
     };
-    f.dequantize = [](const Case& c) { return c.require("rq").f32(); };
+    f.dequantize_reads = {"rq"};
+    f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("rq").f32(); };
     out.push_back(std::move(f));
   }
 }

@@ -76,17 +76,21 @@ FormatSpec coat_adamw_format(bool expansion) {
                  " (nvcc 13.0 PTX, sm_90)";
   f.default_params = {{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 1e-2}};
   if (expansion) f.default_params["expand_min"] = 16;
-  f.inputs = {"param", "grad", "step"};
-  f.outputs = {"param.next"};
+  const Schema f32_like_param = {.dtypes = {DType::F32}, .shape = same_shape("param")};
+  f.inputs = {{"param", {.dtypes = {DType::F32}}}, {"grad", f32_like_param}, {"step", {.dtypes = {DType::I64}, .shape = scalar()}}};
+  f.outputs = {{"param.next", f32_like_param}};
   // each moment's codes lie in groups of 128 (the last one partial), with one entry per group in
   // each of the moment's statistics; a differing statistic explains its group's codes
   for (const std::string suffix : {"", ".next"}) {
     auto& list = suffix.empty() ? f.inputs : f.outputs;
     for (const std::string moment : kMoments) {
+      const std::string codes = moment + ".codes" + suffix;
       std::vector<std::string> stats;
       for (const std::string& t : group_tensors(expansion)) stats.push_back(moment + "." + t + suffix);
-      list.push_back({moment + ".codes" + suffix, blocks(elements(coat::kGroup), stats)});
-      for (const std::string& t : stats) list.push_back({t, block_entries()});
+      list.push_back({codes, blocks(elements(coat::kGroup), stats),
+                      {.dtypes = {fp8::E4M3FN::code_dtype}, .shape = same_count("param")}});
+      for (const std::string& t : stats)
+        list.push_back({t, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes)}});
     }
   }
   f.run = [expansion](const Case& in, const nlohmann::json& p) {

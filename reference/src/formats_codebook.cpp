@@ -33,9 +33,16 @@ std::vector<std::int64_t> flat_shape(std::size_t n) { return {static_cast<std::i
 // Every element of a block-wise state belongs to block i / block_size (the last one may be partial,
 // as bitsandbytes allows), quantized with scale[block]; the scale holds one entry per block.
 Layout scaled_blocks() { return blocks(param_extent("block_size"), {"scale"}); }
-std::vector<TensorSpec> blockwise_outputs() {
-  return {{"codes", scaled_blocks()}, {"scale", block_entries()}, {"dequant", scaled_blocks()}};
+// codes_dtype: U8 indices into the case's qmap, or FP8 codes (no table).
+std::vector<TensorSpec> blockwise_outputs(DType codes_dtype) {
+  Schema codes = {.dtypes = {codes_dtype}, .shape = same_count("input")};
+  if (codes_dtype == DType::U8) codes.indexes = "qmap";
+  return {{"codes", scaled_blocks(), codes},
+          {"scale", block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of("codes")}},
+          {"dequant", scaled_blocks(), {.dtypes = {DType::F32}, .shape = same_count("input")}}};
 }
+TensorSpec f32_input() { return {"input", {.dtypes = {DType::F32}}}; }
+TensorSpec qmap_input(std::uint64_t entries) { return {"qmap", {.dtypes = {DType::F32}, .shape = table_of(entries)}}; }
 
 Tensor f32_tensor(const std::string& name, const std::vector<float>& v) { return Tensor::from_f32(name, flat_shape(v.size()), v); }
 Tensor u8_tensor(const std::string& name, const std::vector<std::uint8_t>& v) {
@@ -169,7 +176,8 @@ FormatSpec table_format(std::string name, std::string provenance, std::string de
   f.description = "the codebook (qmap) table itself, as the library builds it";
   f.provenance = std::move(provenance);
   f.default_params = {{"map", default_map}, {"linspace", "fma"}};
-  f.outputs = {"qmap"};
+  // the table's size follows its map (8-bit or 4-bit): compared with the reference's, not checked here
+  f.outputs = {{"qmap", {.dtypes = {DType::F32}, .shape = any_shape(1)}}};
   f.run = [table](const Case&, const nlohmann::json& p) { return std::vector<Tensor>{f32_tensor("qmap", table(p))}; };
   return f;
 }
@@ -188,10 +196,12 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
                            : "torchao 0.18 optim/quant_utils.py scale_tensor, quantize_4bit_with_qmap, dequant_with_qmap; "
                              "optim/subclass_4bit.py packing";
   f.default_params = {{"block_size", bits == 8 ? 256 : 128}};
-  f.inputs = {"input", "qmap"};
-  f.outputs = blockwise_outputs();
+  f.inputs = {f32_input(), qmap_input(bits == 8 ? 256 : 16)};
+  f.outputs = blockwise_outputs(DType::U8);
   // two codes a byte: byte k holds elements 2k and 2k + 1
-  if (bits == 4) f.outputs.push_back({"codes_packed", blocks(param_extent("block_size", 2), {"scale"})});
+  if (bits == 4)
+    f.outputs.push_back({"codes_packed", blocks(param_extent("block_size", 2), {"scale"}),
+                         {.dtypes = {DType::U8}, .shape = packed_pairs_of("codes")}});
   f.run = [bits](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
@@ -211,9 +221,10 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.edge_inputs = [map](const nlohmann::json& p) {
     return codebook_edges(torchao_table({{"map", map}, {"linspace", "fma"}}), block_size_from(p));
   };
-  f.dequantize = [](const Case& c) {
+  f.dequantize_reads = {"codes", "scale", "qmap"};
+  f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
-                                         block_size_from(c.params()));
+                                         block_size_from(p));
   };
   f.round_trip = [table = torchao_table({{"map", map}, {"linspace", "fma"}})](std::span<const float> x, std::size_t block,
                                                                              bool, std::span<float> out) {
@@ -242,8 +253,8 @@ FormatSpec torchao_fp8_format() {
   // torch >= 2.13 casts saturate; nan_widening "c10" is torch's scalar float8 -> float32 path (CPU
   // capability AVX2 or default), "avx512" its vectorized one: they differ only in NaN payloads.
   f.default_params = {{"block_size", 256}, {"overflow", "satfinite"}, {"nan_encoding", "torch"}, {"nan_widening", "c10"}};
-  f.inputs = {"input"};
-  f.outputs = blockwise_outputs();
+  f.inputs = {f32_input()};
+  f.outputs = blockwise_outputs(DType::F8_E4M3);
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
@@ -258,8 +269,8 @@ FormatSpec torchao_fp8_format() {
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
     return explain_fp8_state(e, a, i);
   };
-  f.dequantize = [](const Case& c) {
-    const nlohmann::json p = c.params();
+  f.dequantize_reads = {"codes", "scale"};
+  f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
                                              widening_from(p));
   };
@@ -283,8 +294,8 @@ FormatSpec fp8_perblock_format() {
   f.provenance = "lowbit (docs/formats/fp8.md, Per-block E4M3); the cast is CUDA 12/13 cuda_fp8.hpp "
                  "__nv_cvt_float_to_fp8(__NV_SATFINITE, __NV_E4M3)";
   f.default_params = {{"block_size", 128}};
-  f.inputs = {"input"};
-  f.outputs = blockwise_outputs();
+  f.inputs = {f32_input()};
+  f.outputs = blockwise_outputs(DType::F8_E4M3);
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const auto quantized = blockwise::fp8_perblock_quantize(in.require("input").f32(), block);
@@ -296,9 +307,9 @@ FormatSpec fp8_perblock_format() {
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
     return explain_fp8_state(e, a, i);
   };
-  f.dequantize = [](const Case& c) {
-    return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(),
-                                              block_size_from(c.params()));
+  f.dequantize_reads = {"codes", "scale"};
+  f.dequantize = [](const Case& c, const nlohmann::json& p) {
+    return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p));
   };
   f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
     const auto q = blockwise::fp8_perblock_quantize(x, block);
@@ -328,8 +339,8 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.provenance = "bitsandbytes 0.50 csrc/cpu_ops.cpp quantize_cpu_impl, dequantizeBlockwise8bitCpu; csrc/kernels.cu "
                  "kQuantizeBlockwise; backends/default/ops.py";
   f.default_params = {{"block_size", 4096}, {"backend", "cpu"}};
-  f.inputs = {"input", "qmap"};
-  f.outputs = blockwise_outputs();
+  f.inputs = {f32_input(), qmap_input(256)};
+  f.outputs = blockwise_outputs(DType::U8);
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
@@ -347,9 +358,10 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.edge_inputs = [default_map](const nlohmann::json& p) {
     return codebook_edges(bnb_table({{"map", default_map}, {"linspace", "fma"}}), block_size_from(p));
   };
-  f.dequantize = [](const Case& c) {
+  f.dequantize_reads = {"codes", "scale", "qmap"};
+  f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::bnb_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),
-                                     block_size_from(c.params()));
+                                     block_size_from(p));
   };
   // quantize_blockwise's default code (its qmap) and the default CPU back end
   f.round_trip = [table = bnb_table({{"map", default_map}, {"linspace", "fma"}})](std::span<const float> x,

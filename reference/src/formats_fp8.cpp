@@ -84,12 +84,14 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
                   "; codes and their decoded values";
   f.provenance = std::move(provenance);
   f.default_params = {{"nan_encoding", fp8::default_nan_encoding(overflow)}};
-  f.inputs = {"input"};
-  f.outputs = {"codes", "dequant"};
+  f.inputs = {{"input", {.dtypes = {DType::F32, DType::BF16, DType::F16}}}};
+  f.outputs = {{"codes", {.dtypes = {Format::code_dtype}, .shape = same_shape("input")}},
+               {"dequant", {.dtypes = {DType::F32}, .shape = same_shape("input")}}};
   f.run = [overflow](const Case& in, const nlohmann::json& p) { return run_cast<Format>(in, p, overflow); };
   f.explain = explain_cast<Format>;
   f.edge_inputs = fp8_edge_inputs<Format>;
-  f.dequantize = [](const Case& c) {
+  f.dequantize_reads = {"codes"};
+  f.dequantize = [](const Case& c, const nlohmann::json&) {
     std::vector<float> out;
     for (std::uint8_t code : c.require("codes").u8()) out.push_back(fp8::decode<Format>(code));
     return out;

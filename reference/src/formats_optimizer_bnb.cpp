@@ -74,14 +74,19 @@ FormatSpec bnb_adam_format(const std::string& name, const Extent& block) {
   FormatSpec f;
   f.name = name;
   f.default_params = {{"beta1", 0.9}, {"beta2", 0.999}, {"eps", 1e-8}, {"weight_decay", 0.0}, {"lr", 1e-3}};
-  f.inputs = {"param", "grad", "step"};
-  f.outputs = {"param.next"};
+  const Schema f32_like_param = {.dtypes = {DType::F32}, .shape = same_shape("param")};
+  f.inputs = {{"param", {.dtypes = {DType::F32}}}, {"grad", f32_like_param}, {"step", {.dtypes = {DType::I64}, .shape = scalar()}}};
+  f.outputs = {{"param.next", f32_like_param}};
   for (const std::string state : {"exp_avg", "exp_avg_sq"}) {
-    f.inputs.push_back({state + ".codes", blocks(block, {state + ".scale"})});
-    f.inputs.push_back({state + ".scale", block_entries()});
-    f.inputs.push_back(state + ".qmap");
-    f.outputs.push_back({state + ".codes.next", blocks(block, {state + ".scale.next"})});
-    f.outputs.push_back({state + ".scale.next", block_entries()});
+    // the codes index the state's 256-entry qmap; one absmax per block, before the step and after it
+    const std::string qmap = state + ".qmap";
+    for (const std::string suffix : {"", ".next"}) {
+      auto& list = suffix.empty() ? f.inputs : f.outputs;
+      const std::string codes = state + ".codes" + suffix, scale = state + ".scale" + suffix;
+      list.push_back({codes, blocks(block, {scale}), {.dtypes = {DType::U8}, .shape = same_count("param"), .indexes = qmap}});
+      list.push_back({scale, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes)}});
+    }
+    f.inputs.push_back({qmap, {.dtypes = {DType::F32}, .shape = table_of(256)}});
   }
   f.fresh_state = [](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param); };
   return f;

@@ -78,12 +78,25 @@ void write_state(std::vector<Tensor>& out, const Case& in, const std::string& na
 }
 
 // A moment's tensors before the step (suffix "") or after it (".next"): a quantized moment's codes lie
-// in blocks of block_size, each quantized with its own entry of the moment's scale.
-std::vector<TensorSpec> state_tensors(const std::string& name, TorchaoState kind, const std::string& suffix) {
-  if (kind == TorchaoState::Dense) return {name + suffix};
-  std::vector<TensorSpec> t = {{name + ".codes" + suffix, blocks(param_extent("block_size"), {name + ".scale" + suffix})},
-                               {name + ".scale" + suffix, block_entries()}};
-  if (kind == TorchaoState::Codebook && suffix.empty()) t.push_back(name + ".qmap");
+// in blocks of block_size, each quantized with its own entry of the moment's scale, and index the
+// moment's qmap (codebook states); a dense moment is a tensor like the parameter. `required_when`:
+// the parameter that asks for the moment (max_exp_avg_sq: amsgrad).
+std::vector<TensorSpec> state_tensors(const std::string& name, TorchaoState kind, const std::string& suffix,
+                                      const std::string& required_when, std::uint64_t qmap_entries) {
+  if (kind == TorchaoState::Dense) {
+    const std::string like = suffix.empty() ? "param" : name;  // the step writes the moment back in its own shape
+    return {{name + suffix, {.dtypes = {DType::F32, DType::BF16}, .shape = suffix.empty() ? same_count(like) : same_shape(like),
+                             .dtype_of = suffix.empty() ? "" : name, .required_when = required_when}}};
+  }
+  const std::string codes = name + ".codes" + suffix, scale = name + ".scale" + suffix, qmap = name + ".qmap";
+  const bool codebook = kind == TorchaoState::Codebook;
+  std::vector<TensorSpec> t = {
+      {codes, blocks(param_extent("block_size"), {scale}),
+       {.dtypes = {codebook ? DType::U8 : DType::F8_E4M3}, .shape = same_count("param"), .indexes = codebook ? qmap : "",
+        .required_when = required_when}},
+      {scale, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes), .required_when = required_when}}};
+  if (codebook && suffix.empty())
+    t.push_back({qmap, {.dtypes = {DType::F32}, .shape = table_of(qmap_entries), .required_when = required_when}});
   return t;
 }
 
@@ -193,15 +206,24 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
   }
   // torch's CPU sqrt is not correctly rounded (MKL): the new parameter may differ by a proven library rounding
   f.default_tolerance = "torch-cpu-eager";
-  f.inputs = {"param", "grad", "step", "lr"};
-  f.outputs = {"param.next", "step.next"};
+  const Schema f32_scalar = {.dtypes = {DType::F32}, .shape = scalar()};
+  f.inputs = {{"param", {.dtypes = {DType::F32, DType::BF16}}},
+              {"grad", {.dtypes = {DType::F32, DType::BF16}, .shape = same_shape("param")}},
+              {"step", f32_scalar},
+              {"lr", f32_scalar}};
+  f.outputs = {{"param.next", {.dtypes = {DType::F32, DType::BF16}, .shape = same_shape("param"), .dtype_of = "param"}},
+               {"step.next", f32_scalar}};
+  const std::uint64_t qmap_entries = variant == "codebook4" ? 16 : 256;
   for (const char* moment : kMoments) {
     const bool amsgrad_only = moment == std::string("max_exp_avg_sq");
-    for (const TensorSpec& t : state_tensors(moment, kind, "")) (amsgrad_only ? f.optional_inputs : f.inputs).push_back(t);
+    for (const TensorSpec& t : state_tensors(moment, kind, "", amsgrad_only ? "amsgrad" : "", qmap_entries))
+      (amsgrad_only ? f.optional_inputs : f.inputs).push_back(t);
     if (!amsgrad_only)
-      for (const TensorSpec& t : state_tensors(moment, kind, ".next")) f.outputs.push_back(t);
+      for (const TensorSpec& t : state_tensors(moment, kind, ".next", "", qmap_entries)) f.outputs.push_back(t);
   }
-  f.optional_inputs.push_back("sr_random");
+  // one int32 draw per element of the parameter when the step rounds stochastically
+  f.optional_inputs.push_back({"sr_random", {.dtypes = {DType::I32}, .shape = same_count("param"),
+                                             .required_when = "bf16_stochastic_round"}});
   f.run = [kind](const Case& in, const nlohmann::json& p) {
     const optimizer::AdamHyper h = hyper_from(in, p);
     optimizer::TorchaoAdamOptions o = options_from(in, p, kind);

@@ -16,19 +16,26 @@ std::size_t extent_along(const Extent& e, std::size_t axis, const nlohmann::json
   const std::size_t whole = std::max<std::size_t>(axis, 1);
   if (e.count > 0) return static_cast<std::size_t>(e.count);
   if (e.param.empty()) return whole;
-  const auto it = params.find(e.param);
-  if (it == params.end() || !it->is_number_integer() || (it->get<std::int64_t>() <= 0 && it->get<std::int64_t>() != -1))
-    throw std::invalid_argument("parameter '" + e.param + "' must be a positive integer or -1 (the whole axis)" +
-                                (it == params.end() ? ", and is missing" : ", got " + it->dump()));
-  const std::int64_t v = it->get<std::int64_t>();
+  const std::int64_t v = extent_param(e, params);
   if (v == -1) return whole;
-  if (v % e.per_stored != 0)
-    throw std::invalid_argument(fmt::format("parameter '{}' ({}) must be a multiple of {}: {} per stored element",
-                                            e.param, v, e.per_stored, e.per_stored));
   return static_cast<std::size_t>(v / e.per_stored);
 }
 
 }  // namespace
+
+std::int64_t extent_param(const Extent& e, const nlohmann::json& params) {
+  const auto it = params.find(e.param);
+  const bool whole_number = it != params.end() && it->is_number_integer();
+  const std::int64_t v = whole_number ? it->get<std::int64_t>() : 0;
+  if (!whole_number || v == 0 || v > INT32_MAX || (v < 0 && !(v == -1 && e.minus_one_is_whole_axis)))
+    throw std::invalid_argument(fmt::format("{} must be a whole number from 1 to 2147483647{} ({})", e.param,
+                                            e.minus_one_is_whole_axis ? ", or -1 for the whole axis" : "",
+                                            it == params.end() ? "it is missing" : "got " + it->dump()));
+  if (v % e.per_stored != 0)
+    throw std::invalid_argument(fmt::format("{} ({}) must be a multiple of {}: {} per stored element", e.param, v,
+                                            e.per_stored, e.per_stored));
+  return v;
+}
 
 Layout blocks(Extent size, std::vector<std::string> scales) { return {false, elements(1), std::move(size), std::move(scales)}; }
 Layout row_groups(Extent size, std::vector<std::string> scales) { return {true, elements(1), std::move(size), std::move(scales)}; }

@@ -42,6 +42,7 @@ int run_conform(ConformOptions o) {
     const Case expected = read_verified_case(o.golden, *e);
     const FormatSpec* spec = find_format(expected.format());
     if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
+    validate_case(*spec, expected, CaseScope::Complete);  // a golden case holds every input and output
     const Case actual = run_reference(*spec, expected);
     const ComparisonReport r =
         compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance, shipped_policy_dir()));

@@ -77,12 +77,17 @@ int run_inspect(const std::string& path) {
                          fp8::format_of_dtype(t.dtype).has_value();
     if (numeric) fmt::print("  {:<16} {}\n", "", describe(summarize(as_floats(t))));
   }
-  if (const FormatSpec* spec = find_format(c.format()); spec && spec->dequantize) {
-    const std::vector<float> d = spec->dequantize(c);
-    const auto* bytes = reinterpret_cast<const std::uint8_t*>(d.data());
-    fmt::print("dequantized state ({}):\n  {}\n  signature (sha256 of the dequantized float32 values): {}\n", spec->name,
-               describe(summarize(d)), sha256_hex({bytes, d.size() * sizeof(float)}));
+  const FormatSpec* spec = find_format(c.format());
+  if (!spec) return kConformant;
+  const DequantizedState state = dequantized_state(*spec, c);  // checks the case against the format's schema first
+  if (!state.unavailable.empty()) {
+    if (spec->dequantize) fmt::print("dequantized state ({}): not shown, {}\n", spec->name, printable(state.unavailable));
+    return kConformant;
   }
+  const std::vector<float>& d = state.values;
+  const auto* bytes = reinterpret_cast<const std::uint8_t*>(d.data());
+  fmt::print("dequantized state ({}):\n  {}\n  signature (sha256 of the dequantized float32 values): {}\n", spec->name,
+             describe(summarize(d)), sha256_hex({bytes, d.size() * sizeof(float)}));
   return kConformant;
 }
 

@@ -14,17 +14,21 @@
 #include "lowbit/case.hpp"
 #include "lowbit/layout.hpp"
 #include "lowbit/mismatch.hpp"
+#include "lowbit/schema.hpp"
 
 namespace lowbit {
 
-// One tensor of a format, declared once: its name and layout. The tensor schema (dtypes, shape
-// relation to the inputs, table size) joins it here, so a format states each tensor in one place.
+// One tensor of a format, declared once: its name, layout and schema (dtypes, shape relation to the
+// case's other tensors, the table its codes index), so a format states each tensor in one place.
 struct TensorSpec {
   std::string name;
   Layout layout;  // default: not blocked (the whole tensor is block 0, with no per-block entries)
+  Schema schema;  // default: any dtype and shape (every registered format declares its own)
 
-  TensorSpec(std::string n, Layout l = {}) : name(std::move(n)), layout(std::move(l)) {}
-  TensorSpec(const char* n, Layout l = {}) : name(n), layout(std::move(l)) {}
+  TensorSpec(std::string n, Layout l = {}, Schema s = {}) : name(std::move(n)), layout(std::move(l)), schema(std::move(s)) {}
+  TensorSpec(const char* n, Layout l = {}, Schema s = {}) : name(n), layout(std::move(l)), schema(std::move(s)) {}
+  TensorSpec(std::string n, Schema s) : name(std::move(n)), schema(std::move(s)) {}
+  TensorSpec(const char* n, Schema s) : name(n), schema(std::move(s)) {}
   // Reads as its name where code wants one (the lists held names before layouts joined them).
   operator const std::string&() const { return name; }
   friend bool operator==(const TensorSpec& t, std::string_view n) { return t.name == n; }
@@ -54,8 +58,11 @@ struct FormatSpec {
   std::function<std::vector<Tensor>(const Case& in, const nlohmann::json& params)> run;
   // Why output `tensor` differs at element i between expected and actual (both cases complete).
   std::function<Explanation(const Case& expected, const Case& actual, const std::string& tensor, std::size_t i)> explain;
-  // The dequantized values of the case's quantized state (for inspect's layout-free signature).
-  std::function<std::vector<float>(const Case& c)> dequantize;
+  // The dequantized values of the case's quantized state (for inspect's layout-free signature), from
+  // the tensors named in dequantize_reads; params are the case's over the defaults. Called through
+  // dequantized_state, which checks the case first.
+  std::function<std::vector<float>(const Case& c, const nlohmann::json& params)> dequantize;
+  std::vector<std::string> dequantize_reads;
   // Input tensors other than "input" that golden generate supplies (e.g. the default qmap).
   std::function<std::vector<Tensor>(const nlohmann::json& params)> auxiliary_inputs;
   // Optimizer steps only: the case before a first step on this parameter (grad zero, step 0, fresh
@@ -100,8 +107,18 @@ BlockMap block_map(const Case& c, std::string_view tensor);
 BlockMap block_map(const Case& c, const Tensor& tensor);  // tensor: one of c's
 
 // The case's input tensors and metadata with the reference's outputs added (replacing any there).
-// Params come from the case's metadata over the format's defaults.
+// Params come from the case's metadata over the format's defaults. The case is first checked
+// against the format's schema (validate_case, inputs); every error names the case's file.
 Case run_reference(const FormatSpec& f, const Case& in);
+
+// inspect's dequantized state of a case of a registered format: its values, or (values empty) why
+// there are none ("the format has no dequantizer", "tensor 'scale' is missing"). The declared
+// tensors it has are checked against the schema first (CaseError naming the file on a violation).
+struct DequantizedState {
+  std::vector<float> values;
+  std::string unavailable;
+};
+DequantizedState dequantized_state(const FormatSpec& f, const Case& c);
 
 // Optimizer steps: the state after a step as the next step's state. Each "X.next" output becomes X;
 // a format without "step.next" (bitsandbytes, COAT: step is the update's own number) counts its

@@ -14,11 +14,18 @@ namespace lowbit {
 // A block's extent along one axis: a fixed count, a case parameter, or (neither) the whole axis.
 struct Extent {
   std::int64_t count = 0;       // > 0: that many elements
-  std::string param;            // else, when set: this parameter's value (-1 there: the whole axis)
+  std::string param;            // else, when set: this parameter's value
   std::int64_t per_stored = 1;  // the parameter counts this many per stored element (4-bit codes: two per byte)
+  bool minus_one_is_whole_axis = false;  // the parameter may be -1, meaning the whole axis (COAT's block_cut)
 };
-inline Extent elements(std::int64_t n) { return {n, {}, 1}; }
-inline Extent param_extent(std::string name, std::int64_t per_stored = 1) { return {0, std::move(name), per_stored}; }
+inline Extent elements(std::int64_t n) { return {n, {}, 1, false}; }
+inline Extent param_extent(std::string name, std::int64_t per_stored = 1) { return {0, std::move(name), per_stored, false}; }
+inline Extent param_extent_or_whole_axis(std::string name) { return {0, std::move(name), 1, true}; }
+
+// The value of an extent's parameter in params: a whole number from 1 to 2^31 - 1 (or -1 where the
+// extent allows the whole axis), a multiple of per_stored. std::invalid_argument naming it otherwise,
+// "block_size must be a whole number from 1 to 2147483647 (got -1)".
+std::int64_t extent_param(const Extent& e, const nlohmann::json& params);
 
 struct Layout {
   bool matrix = false;  // blocks over rows (all leading dimensions) x columns (the last); else over the flattened tensor
@@ -53,8 +60,7 @@ struct BlockMap {
   }
 };
 
-// Throws std::invalid_argument naming the parameter when it is missing or not a positive integer
-// (or -1), or when a packed extent does not divide it.
+// Throws std::invalid_argument naming the parameter when extent_param refuses it.
 BlockMap resolve_layout(const Layout& layout, const std::vector<std::int64_t>& shape, const nlohmann::json& params);
 
 }  // namespace lowbit
