@@ -1,14 +1,15 @@
 # cmake --install: the lowbit command, both libraries with their headers, what the command ships
 # with (policies and golden cases, in share/lowbit where the installed lowbit looks for them:
 # tools/lowbit/shipped_data.hpp) and a CMake package: find_package(lowbit CONFIG) gives
-# lowbit::reference (the arithmetic) and lowbit::engine (the conformance engine).
+# lowbit::reference (the arithmetic), lowbit::engine (the conformance engine) and lowbit::plugin_abi
+# (the kernel plugin ABI header, device/include/lowbit/kernel_plugin.h).
 include(CMakePackageConfigHelpers)
 
 set(LOWBIT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/lowbit)
 set(LOWBIT_INSTALL_DATADIR ${CMAKE_INSTALL_DATADIR}/lowbit)
 
 install(TARGETS lowbit RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS lowbit_reference lowbit_engine EXPORT lowbitTargets
+install(TARGETS lowbit_reference lowbit_engine lowbit_plugin_abi EXPORT lowbitTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   FILE_SET HEADERS DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

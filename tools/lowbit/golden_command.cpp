@@ -8,6 +8,7 @@
 
 #include "command.hpp"
 #include "lowbit/atomic_file.hpp"
+#include "lowbit/case_maker.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/generators.hpp"
 #include "lowbit/manifest.hpp"
@@ -39,68 +40,12 @@ nlohmann::json parse_params(const std::vector<std::string>& items) {
   return p;
 }
 
-std::string sanitized(std::string name) {
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return name;
-}
-
-std::string param_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
-// The params that differ from the format's defaults, as a name part ".lr-0.01.adamw-false" (key
-// order), empty when all are defaults: cases that differ only in their params get different names,
-// and the names of default cases stay as they were.
-std::string differing_params(const FormatSpec& format, const nlohmann::json& params) {
-  std::string part;
-  for (const auto& [k, v] : params.items())
-    if (!format.default_params.contains(k) || format.default_params.at(k) != v) part += "." + k + "-" + param_value_text(v);
-  return part;
-}
-
-// "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable (no extension).
-std::string case_stem(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
-  std::string name = spec.kind;
-  for (const auto& [k, v] : spec.args) name += "." + k + v;
-  return sanitized(name + differing_params(format, params));
-}
-
-// A case without generated inputs (a table) is named after all its parameters: "linspace-fma.map-signed8".
-std::string params_file_name(const nlohmann::json& params) {
-  std::string name;
-  for (const auto& [k, v] : params.items()) name += (name.empty() ? "" : ".") + k + "-" + param_value_text(v);
-  return sanitized(name.empty() ? "case" : name) + ".safetensors";
-}
-
 int list_formats() {
   for (const FormatSpec& f : registered_formats()) {
     fmt::print("{}\n  {}\n  reproduces: {}\n  params: {}; default tolerance: {}\n", f.name, f.description, f.provenance,
                f.default_params.dump(), f.default_tolerance);
   }
   return kConformant;
-}
-
-// The same spec with another seed: the parameter draws seed, step k's gradient seed + k.
-InputSpec reseeded(const InputSpec& s, std::uint64_t seed) {
-  InputSpec r = s;
-  r.args["seed"] = std::to_string(seed);
-  return r;
-}
-
-// Optimizer formats: the parameter from the input spec, a fresh state, then `steps` steps with a
-// new gradient each (the input spec reseeded), one case per step named <stem>.step<k>.
-template <typename MakeOne>
-void run_steps(const FormatSpec& spec, const nlohmann::json& params, const InputSpec& s, int steps, MakeOne& make_one) {
-  Case state = spec.fresh_state(generate_inputs(s, spec, params), params);
-  const std::string stem = case_stem(s, spec, params);
-  for (int k = 1; k <= steps; ++k) {
-    const InputSpec grad_spec = reseeded(s, s.seed() + static_cast<std::uint64_t>(k));
-    const std::vector<float> grad = generate_inputs(grad_spec, spec, params);
-    state.add(Tensor::from_f32("grad", state.require("param").shape, grad));
-    const std::string name = stem + ".step" + std::to_string(k) + ".safetensors";
-    const std::string described = s.text + " (param; step " + std::to_string(k) + "'s gradient: the same spec with seed " +
-                                  std::to_string(grad_spec.seed()) + ")";
-    state = advanced_state(make_one(state, name, described, s.seed()));
-  }
 }
 
 // A case made in memory, not yet written.
@@ -120,37 +65,22 @@ UsageError input_error(const std::string& text, const std::exception& e) {
 // Every case the options ask for, made in memory before anything is written.
 std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
                                           const std::vector<InputSpec>& specs, bool takes_input, int steps) {
+  const MadeBy made_by{std::string("lowbit ") + version(), std::string("lowbit golden generate ") + version()};
   std::vector<GeneratedCase> made;
   std::string origin;
-  auto make_one = [&](Case in, const std::string& file_name, const std::string& input_text, std::uint64_t seed) {
-    if (spec.auxiliary_inputs)
-      for (Tensor& t : spec.auxiliary_inputs(params)) in.add(std::move(t));
-    in.metadata = {{"format", spec.name},
-                   {"params", params.dump()},
-                   {"source", std::string("lowbit ") + version()},
-                   {"function", spec.provenance},
-                   {"seed", std::to_string(seed)},
-                   {"input", input_text},
-                   {"generator", std::string("lowbit golden generate ") + version()}};
-    Case c = run_reference(spec, in);
-    made.push_back({spec.name + "/" + file_name, serialize_case(c), origin});
+  auto make_one = [&](CaseToRun to_run) {
+    Case c = run_reference(spec, to_run.inputs);
+    made.push_back({spec.name + "/" + to_run.stem + ".safetensors", serialize_case(c), origin});
     return c;
   };
   if (!takes_input) {
     origin = "--format " + spec.name;
-    make_one(Case{}, params_file_name(params), "none", 0);
+    make_one(table_case(spec, params, made_by));
   }
   for (const InputSpec& s : specs) {
     origin = "--input '" + s.text + "'";
     try {
-      if (spec.fresh_state) {
-        run_steps(spec, params, s, steps, make_one);
-        continue;
-      }
-      const std::vector<float> values = generate_inputs(s, spec, params);
-      Case in;
-      in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
-      make_one(std::move(in), case_stem(s, spec, params) + ".safetensors", s.text, s.seed());
+      for_each_case(spec, params, s, steps, made_by, make_one);
     } catch (const std::exception& e) {
       throw input_error(s.text, e);
     }
@@ -239,14 +169,14 @@ int run_generate(const GenerateOptions& o) {
   if (std::filesystem::exists(o.out) && !std::filesystem::is_directory(o.out))
     throw UsageError("--out '" + o.out + "' is not a folder");
   const bool optimizer = static_cast<bool>(spec->fresh_state);
-  const bool takes_input = optimizer || std::find(spec->inputs.begin(), spec->inputs.end(), "input") != spec->inputs.end();
-  if (takes_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
-  if (!takes_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
+  const bool needs_input = takes_input(*spec);
+  if (needs_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
+  if (!needs_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
   if (o.steps < 1) throw UsageError("--steps must be at least 1");
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
   read_manifest(o.out);  // a malformed one fails before the work (publish reads it again, locked)
-  publish(o.out, spec->name, generate_cases(*spec, params, specs, takes_input, o.steps), o.replace);
+  publish(o.out, spec->name, generate_cases(*spec, params, specs, needs_input, o.steps), o.replace);
   return kConformant;
 }
 

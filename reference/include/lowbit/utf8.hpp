@@ -24,4 +24,14 @@ inline std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   return ok ? len : 0;
 }
 
+// Whether all of s is well-formed UTF-8.
+inline bool valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t len = utf8_sequence_length(s, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 }  // namespace lowbit

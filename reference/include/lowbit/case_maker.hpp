@@ -1,0 +1,46 @@
+#pragma once
+// The cases an input spec makes for a format, as golden generate writes them and verify runs them:
+// one case of generated `input` (with the format's auxiliary inputs such as its default qmap) for a
+// quantizer; for an optimizer step, the parameter drawn by the input spec, a fresh state, and `steps` steps,
+// each with a gradient drawn by the same spec with seed + step, each step starting from the state the
+// reference left after the previous one (so one wrong element of a kernel does not spread).
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "lowbit/case.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/generators.hpp"
+
+namespace lowbit {
+
+// One case to run: its inputs and metadata (format, params, source, function, seed, input,
+// generator), its file name stem ("normal.n4096.seed3", "normal.n300.step2") and what made it.
+struct CaseToRun {
+  Case inputs;
+  std::string stem;
+  std::string described;  // "normal:n=300 (param; step 2's gradient: the same spec with seed 3)"
+};
+
+// Who makes the cases, for their metadata: source "lowbit 0.1.0", generator "lowbit golden generate 0.1.0".
+struct MadeBy {
+  std::string source, generator;
+};
+
+// Calls `run` with every case the input spec makes, in order; `run` returns the case after the reference
+// ran on it (inputs and outputs), from which an optimizer's next step starts. std::invalid_argument
+// on a bad spec.
+void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
+                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run);
+
+// The case of a format that takes no input (a table), with its metadata.
+CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, const MadeBy& made_by);
+
+// Whether the format's cases are made from an input spec (it reads `input`, or steps an optimizer).
+bool takes_input(const FormatSpec& format);
+
+// The params that differ from the format's defaults, as a name part ".lr-0.01.adamw-false" (key
+// order), empty when all are defaults.
+std::string differing_params(const FormatSpec& format, const nlohmann::json& params);
+
+}  // namespace lowbit

@@ -1,0 +1,41 @@
+#pragma once
+// The host side of the kernel plugin ABI (device/include/lowbit/kernel_plugin.h): loads a plugin
+// library and runs one of its kernels on a case, always in a child process with a time limit, so
+// that a plugin that crashes, hangs or corrupts memory on load or on a case is reported, never takes
+// lowbit down. The child writes the kernel's outputs into memory shared with the parent.
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "lowbit/case.hpp"
+
+namespace lowbit {
+
+// A plugin that cannot be used at all (no library, no lowbit_plugin_v1, another ABI version, a
+// malformed table, no kernel of that name): bad input, exit 2.
+struct PluginError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PluginKernel {
+  std::string name, format;
+  bool host = true;  // false: the kernel's tensors live in CUDA memory (not run by this harness)
+};
+
+// The kernels a plugin library exports, read and checked in a child process. PluginError naming the
+// library and the fault.
+std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds);
+
+// What became of one run of a kernel on a case.
+struct KernelRun {
+  bool completed = false;  // the kernel returned 0; outputs holds what it wrote
+  std::string failure;     // otherwise: "returned 3: <its message>", "killed by signal 11 (SIGSEGV)", "timed out after 10 s"
+  Case outputs;            // shaped like the `like` tensors, named as them
+};
+
+// Runs kernel `kernel` of `library` on the input tensors of `inputs` with `params_json`, its outputs
+// allocated (zero-filled) with the names, dtypes and shapes of `like` (the reference's outputs).
+KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
+                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds);
+
+}  // namespace lowbit

@@ -1,0 +1,88 @@
+#include "lowbit/case_maker.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace lowbit {
+
+namespace {
+
+std::string sanitized(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return name;
+}
+
+std::string param_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable.
+std::string case_stem(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  std::string name = spec.kind;
+  for (const auto& [k, v] : spec.args) name += "." + k + v;
+  return sanitized(name + differing_params(format, params));
+}
+
+// The same spec with another seed: the parameter draws seed, step k's gradient seed + k.
+InputSpec reseeded(const InputSpec& s, std::uint64_t seed) {
+  InputSpec r = s;
+  r.args["seed"] = std::to_string(seed);
+  return r;
+}
+
+CaseToRun with_metadata(Case in, const FormatSpec& format, const nlohmann::json& params, std::string stem,
+                        std::string described, std::uint64_t seed, const MadeBy& made_by) {
+  if (format.auxiliary_inputs)
+    for (Tensor& t : format.auxiliary_inputs(params)) in.add(std::move(t));
+  in.metadata = {{"format", format.name},
+                 {"params", params.dump()},
+                 {"source", made_by.source},
+                 {"function", format.provenance},
+                 {"seed", std::to_string(seed)},
+                 {"input", described},
+                 {"generator", made_by.generator}};
+  in.origin = stem;
+  return {std::move(in), std::move(stem), std::move(described)};
+}
+
+}  // namespace
+
+std::string differing_params(const FormatSpec& format, const nlohmann::json& params) {
+  std::string part;
+  for (const auto& [k, v] : params.items())
+    if (!format.default_params.contains(k) || format.default_params.at(k) != v) part += "." + k + "-" + param_value_text(v);
+  return part;
+}
+
+bool takes_input(const FormatSpec& format) {
+  return static_cast<bool>(format.fresh_state) ||
+         std::find(format.inputs.begin(), format.inputs.end(), "input") != format.inputs.end();
+}
+
+CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, const MadeBy& made_by) {
+  std::string stem;
+  for (const auto& [k, v] : params.items()) stem += (stem.empty() ? "" : ".") + k + "-" + param_value_text(v);
+  return with_metadata(Case{}, format, params, sanitized(stem.empty() ? "case" : stem), "none", 0, made_by);
+}
+
+void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
+                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run) {
+  const std::string stem = case_stem(spec, format, params);
+  if (!format.fresh_state) {
+    const std::vector<float> values = generate_inputs(spec, format, params);
+    Case in;
+    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
+    run(with_metadata(std::move(in), format, params, stem, spec.text, spec.seed(), made_by));
+    return;
+  }
+  Case state = format.fresh_state(generate_inputs(spec, format, params), params);
+  for (int k = 1; k <= steps; ++k) {
+    const InputSpec grad_spec = reseeded(spec, spec.seed() + static_cast<std::uint64_t>(k));
+    state.add(Tensor::from_f32("grad", state.require("param").shape, generate_inputs(grad_spec, format, params)));
+    const std::string described = spec.text + " (param; step " + std::to_string(k) +
+                                  "'s gradient: the same spec with seed " + std::to_string(grad_spec.seed()) + ")";
+    state = advanced_state(run(with_metadata(std::move(state), format, params, stem + ".step" + std::to_string(k),
+                                             described, spec.seed(), made_by)));
+  }
+}
+
+}  // namespace lowbit

@@ -1,0 +1,232 @@
+#include "lowbit/plugin_host.hpp"
+
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "lowbit/kernel_plugin.h"
+#include "lowbit/utf8.hpp"
+
+namespace lowbit {
+
+namespace {
+
+constexpr std::size_t kMessageBytes = 4096;
+constexpr std::size_t kListingBytes = 1 << 16;
+constexpr std::uint32_t kMaxKernels = 1024;
+constexpr std::size_t kMaxName = 255;
+constexpr int kChildPluginFault = 3;  // the child's exit code when the plugin itself is unusable
+
+// The start of the memory shared with the child: how far it got, and its message.
+struct SharedHeader {
+  std::int32_t kernel_status;
+  std::int32_t ran;  // 1 once the kernel's run returned
+  char message[kMessageBytes];
+};
+
+// An anonymous shared mapping, unmapped when it goes.
+class SharedMemory {
+ public:
+  explicit SharedMemory(std::size_t bytes) : bytes_(bytes) {
+    data_ = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (data_ == MAP_FAILED) throw std::runtime_error("cannot map " + std::to_string(bytes_) + " bytes for a kernel's outputs");
+  }
+  ~SharedMemory() { munmap(data_, bytes_); }
+  SharedMemory(const SharedMemory&) = delete;
+  SharedMemory& operator=(const SharedMemory&) = delete;
+  std::uint8_t* bytes() { return static_cast<std::uint8_t*>(data_); }
+  SharedHeader& header() { return *static_cast<SharedHeader*>(data_); }
+
+ private:
+  void* data_;
+  std::size_t bytes_;
+};
+
+// --- in the child ----------------------------------------------------------------------------------
+
+[[noreturn]] void child_fails(SharedHeader& h, const std::string& message) {
+  std::snprintf(h.message, kMessageBytes, "%s", message.c_str());
+  _exit(kChildPluginFault);
+}
+
+bool bounded_string(const char* s) { return s && strnlen(s, kMaxName + 1) <= kMaxName && s[0] != '\0'; }
+
+// The plugin's table, checked: every field the harness reads, before it reads it.
+const lowbit_plugin& load_table(const std::string& library, SharedHeader& h) {
+  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) child_fails(h, std::string("cannot load it: ") + dlerror());
+  auto entry = reinterpret_cast<lowbit_plugin_entry_fn>(dlsym(handle, LOWBIT_PLUGIN_ENTRY));
+  if (!entry) child_fails(h, "it exports no " LOWBIT_PLUGIN_ENTRY " (see device/include/lowbit/kernel_plugin.h)");
+  const lowbit_plugin* p = entry();
+  if (!p) child_fails(h, LOWBIT_PLUGIN_ENTRY "() returned no table");
+  if (p->abi_version != LOWBIT_PLUGIN_ABI_VERSION)
+    child_fails(h, "its ABI version is " + std::to_string(p->abi_version) + ", this lowbit speaks version " +
+                       std::to_string(LOWBIT_PLUGIN_ABI_VERSION));
+  if (p->kernel_count < 1 || p->kernel_count > kMaxKernels || !p->kernels)
+    child_fails(h, "its table must list 1 to " + std::to_string(kMaxKernels) + " kernels (it says " +
+                       std::to_string(p->kernel_count) + (p->kernels ? "" : ", with no array") + ")");
+  for (std::uint32_t i = 0; i < p->kernel_count; ++i) {
+    const lowbit_kernel& k = p->kernels[i];
+    const std::string which = "kernel #" + std::to_string(i);
+    if (!bounded_string(k.name) || !bounded_string(k.format))
+      child_fails(h, which + " needs a name and a format of 1 to " + std::to_string(kMaxName) + " bytes");
+    if (!valid_utf8(k.name) || !valid_utf8(k.format)) child_fails(h, which + "'s name or format is not UTF-8");
+    if (k.memory != LOWBIT_MEMORY_HOST && k.memory != LOWBIT_MEMORY_CUDA)
+      child_fails(h, which + " has memory " + std::to_string(k.memory) + " (0 host or 1 CUDA)");
+    if (!k.run) child_fails(h, which + " has no run function");
+  }
+  return *p;
+}
+
+// --- in the parent ---------------------------------------------------------------------------------
+
+std::string signal_text(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
+}
+
+// Waits for the child until the deadline; kills it past the deadline. "" when it exited 0, else what
+// went wrong ("killed by signal 11 (SIGSEGV)", "timed out after 10 s", "exited with 3").
+std::string wait_for(pid_t pid, double timeout_seconds, int& exit_code) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
+  auto pause = std::chrono::microseconds(200);
+  int status = 0;
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      return "timed out after " + nlohmann::json(timeout_seconds).dump() + " s";
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  if (WIFSIGNALED(status)) return signal_text(WTERMSIG(status));
+  exit_code = WEXITSTATUS(status);
+  return exit_code == 0 ? "" : "exited with " + std::to_string(exit_code);
+}
+
+pid_t fork_child() {
+  std::fflush(nullptr);  // the child leaves with _exit: nothing buffered twice
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error(std::string("cannot start the kernel's process: ") + std::strerror(errno));
+  return pid;
+}
+
+std::string message_of(SharedHeader& h) {
+  h.message[kMessageBytes - 1] = '\0';
+  return h.message;
+}
+
+std::size_t aligned(std::size_t n) { return (n + 63) / 64 * 64; }
+
+lowbit_dtype abi_dtype(DType d) {
+  switch (d) {
+    case DType::F32: return LOWBIT_F32;
+    case DType::F16: return LOWBIT_F16;
+    case DType::BF16: return LOWBIT_BF16;
+    case DType::U8: return LOWBIT_U8;
+    case DType::F8_E4M3: return LOWBIT_F8_E4M3;
+    case DType::F8_E5M2: return LOWBIT_F8_E5M2;
+    case DType::I32: return LOWBIT_I32;
+    case DType::I64: return LOWBIT_I64;
+  }
+  return LOWBIT_U8;
+}
+
+lowbit_tensor abi_tensor(const Tensor& t, void* data) {
+  return {t.name.c_str(), abi_dtype(t.dtype), static_cast<std::int32_t>(t.shape.size()), t.shape.data(), data,
+          static_cast<std::uint64_t>(t.bytes.size())};
+}
+
+}  // namespace
+
+std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds) {
+  SharedMemory shared(sizeof(SharedHeader) + kListingBytes);
+  char* listing = reinterpret_cast<char*>(shared.bytes() + sizeof(SharedHeader));
+  const pid_t pid = fork_child();
+  if (pid == 0) {
+    const lowbit_plugin& p = load_table(library, shared.header());
+    nlohmann::json kernels = nlohmann::json::array();
+    for (std::uint32_t i = 0; i < p.kernel_count; ++i)
+      kernels.push_back({p.kernels[i].name, p.kernels[i].format, p.kernels[i].memory == LOWBIT_MEMORY_HOST});
+    const std::string text = kernels.dump();
+    if (text.size() >= kListingBytes) child_fails(shared.header(), "its table is too large to list");
+    std::memcpy(listing, text.c_str(), text.size() + 1);
+    _exit(0);
+  }
+  int code = 0;
+  const std::string failure = wait_for(pid, timeout_seconds, code);
+  if (code == kChildPluginFault) throw PluginError(library + ": " + message_of(shared.header()));
+  if (!failure.empty()) throw PluginError(library + ": loading it " + failure);
+  listing[kListingBytes - 1] = '\0';
+  std::vector<PluginKernel> out;
+  for (const auto& k : nlohmann::json::parse(listing)) {
+    PluginKernel kernel{k[0].get<std::string>(), k[1].get<std::string>(), k[2].get<bool>()};
+    for (const PluginKernel& earlier : out)
+      if (earlier.name == kernel.name) throw PluginError(library + ": two kernels are named '" + kernel.name + "'");
+    out.push_back(std::move(kernel));
+  }
+  return out;
+}
+
+KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
+                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds) {
+  std::vector<std::size_t> offsets;
+  std::size_t total = aligned(sizeof(SharedHeader));
+  for (const Tensor* t : like) {
+    offsets.push_back(total);
+    total += aligned(std::max<std::size_t>(t->bytes.size(), 1));
+  }
+  SharedMemory shared(total);  // zero-filled: an output the kernel does not write reads as zeros
+  SharedHeader& header = shared.header();
+  const pid_t pid = fork_child();
+  if (pid == 0) {
+    const lowbit_plugin& p = load_table(library, header);
+    const lowbit_kernel* k = nullptr;
+    for (std::uint32_t i = 0; i < p.kernel_count; ++i)
+      if (kernel == p.kernels[i].name) k = &p.kernels[i];
+    if (!k) child_fails(header, "no kernel named '" + kernel + "'");
+    if (k->memory != LOWBIT_MEMORY_HOST) child_fails(header, "kernel '" + kernel + "' takes CUDA memory; this harness runs host kernels");
+    std::vector<lowbit_tensor> in, out;
+    for (const Tensor* t : inputs) in.push_back(abi_tensor(*t, const_cast<std::uint8_t*>(t->bytes.data())));
+    for (std::size_t i = 0; i < like.size(); ++i) out.push_back(abi_tensor(*like[i], shared.bytes() + offsets[i]));
+    char message[kMessageBytes] = {};
+    header.kernel_status = k->run(in.data(), static_cast<std::int32_t>(in.size()), params_json.c_str(), out.data(),
+                                  static_cast<std::int32_t>(out.size()), message, kMessageBytes);
+    message[kMessageBytes - 1] = '\0';
+    std::memcpy(header.message, message, kMessageBytes);
+    header.ran = 1;
+    _exit(0);
+  }
+  int code = 0;
+  KernelRun r;
+  r.failure = wait_for(pid, timeout_seconds, code);
+  if (code == kChildPluginFault) throw PluginError(library + ": " + message_of(header));
+  if (r.failure.empty() && header.ran != 1) r.failure = "its process ended before the kernel returned";
+  if (r.failure.empty() && header.kernel_status != 0)
+    r.failure = "returned " + std::to_string(header.kernel_status) + ": " + message_of(header);
+  if (!r.failure.empty()) return r;
+  r.completed = true;
+  for (std::size_t i = 0; i < like.size(); ++i) {
+    const std::uint8_t* data = shared.bytes() + offsets[i];
+    r.outputs.add(Tensor::from_bytes(like[i]->name, like[i]->dtype, like[i]->shape, {data, like[i]->bytes.size()}));
+  }
+  return r;
+}
+
+}  // namespace lowbit
