@@ -18,6 +18,7 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"lognormal", {"n", "seed", "mu", "sigma"}},    {"student-t", {"n", "seed", "nu"}},
       {"constant", {"n", "seed", "value"}},           {"outliers", {"n", "seed", "std", "scale", "block"}},
       {"special", {"n", "seed"}},                     {"edges", {"n", "seed"}},
+      {"scaled-edges", {"n", "seed"}},
       {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
   };
   return keys;
@@ -121,6 +122,30 @@ InputSpec parse_input_spec(const std::string& text) {
   return s;
 }
 
+// The format's boundary values (its edges: blocks led by an absmax of 1) under block scales that are
+// not powers of two, each value also nudged 1 and 2 ulps either way (not the absmax): where under a
+// scale of 1 x / s and x * (1 / s) agree, here they, fused and unfused products, and the tie rules
+// disagree somewhere, so a kernel with one of these variants cannot pass.
+std::vector<float> scaled_edges(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  if (!format.edge_inputs || !params.contains("block_size"))
+    throw std::invalid_argument("input spec '" + spec.text + "': scaled-edges needs a block-wise format with an edge-case "
+                                "generator" + (format.name.empty() ? std::string() : " (" + format.name + " is not one)"));
+  const std::size_t block = positive_size_param(params, "block_size");
+  const std::vector<float> base = format.edge_inputs(params);  // whole blocks, each led by its absmax 1
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> out;
+  for (int shift : {0, -1, 1, -2, 2})
+    for (float scale : {1.7f, 0.31415927f, 0.0037f, 1234.567f, 3.0f}) {
+      for (std::size_t i = 0; i < base.size(); ++i) {
+        float x = base[i] * scale;
+        const bool movable = i % block != 0 && std::isfinite(x) && std::fabs(base[i]) < 1.0f;
+        for (int k = 0; movable && k < std::abs(shift); ++k) x = std::nextafter(x, shift > 0 ? inf : -inf);
+        out.push_back(x);
+      }
+    }
+  return out;
+}
+
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
   std::mt19937_64 rng(spec.seed());
   const std::size_t n = spec.count();
@@ -132,6 +157,7 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
                                                        : "format " + format.name + " has no edge-case generator"));
     return cycled(format.edge_inputs(params), spec);
   }
+  if (spec.kind == "scaled-edges") return cycled(scaled_edges(spec, format, params), spec);
   if (spec.kind == "special") return cycled(special_values(), spec);
   if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec));
   out.reserve(n);

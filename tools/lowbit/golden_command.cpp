@@ -220,7 +220,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--param", g->params, "Format parameter KEY=VALUE (repeatable), e.g. nan_encoding=ml_dtypes");
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
-                  "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges;\n"
+                  "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges;\n"
                   "all take n (default 4096) and seed (default 1). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");
   gen->add_option("--steps", g->steps,

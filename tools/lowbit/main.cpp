@@ -18,7 +18,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   const std::vector<Subcommand> subcommands{add_audit_command(app), add_compare_command(app), add_conform_command(app),
                                            add_golden_command(app), add_inspect_command(app),
-                                           add_study_command(app), add_sweep_command(app)};
+                                           add_study_command(app), add_sweep_command(app),
+                                           add_verify_command(app)};
 
   try {
     app.parse(argc, argv);

@@ -19,5 +19,6 @@ Subcommand add_sweep_command(CLI::App& parent);
 Subcommand add_study_command(CLI::App& parent);
 Subcommand add_sweep_fp8_command(CLI::App& sweep);
 Subcommand add_sweep_codebook_command(CLI::App& sweep);
+Subcommand add_verify_command(CLI::App& parent);
 
 }  // namespace lowbit::cli

@@ -17,6 +17,8 @@ namespace lowbit {
 //   student-t (nu=3), constant (value=1), outliers (std=1, scale=1e4, block=256: one huge value per
 //   block), special (zeros, signed zeros, binary32 subnormals, NaN, Inf, extremes),
 //   edges (the format's own boundaries: every value, every midpoint and its neighbours),
+//   scaled-edges (block-wise formats: the edges under block scales that are not powers of two, each
+//   value also 1 and 2 ulps either way: separates x / s from x * (1 / s), fused from unfused, ties),
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below).
 // Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.

@@ -1,0 +1,217 @@
+// lowbit verify --kernel LIB[:NAME]: a kernel under review (a plugin, device/include/lowbit/kernel_plugin.h)
+// against the reference on a battery of inputs and against the official golden cases of its format.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "command.hpp"
+#include "lowbit/atomic_file.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/manifest.hpp"
+#include "lowbit/plugin_host.hpp"
+#include "lowbit/printable.hpp"
+#include "lowbit/verify.hpp"
+#include "report_output.hpp"
+#include "shipped_data.hpp"
+#include "subcommand.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+struct VerifyOptions {
+  std::string kernel;  // LIB[:NAME]
+  std::string format;
+  std::vector<std::string> inputs;
+  int steps = 3;
+  std::string policy;
+  double timeout = 60;
+  std::string golden = shipped_golden_dir().string();
+  bool no_golden = false;
+  std::string save_cases;
+  ReportOutput output;
+};
+
+// The inputs verify runs when none is given: the format's boundaries, special values and two
+// random distributions (the separating battery of the verify issue grows this list).
+std::vector<std::string> default_inputs(const FormatSpec& f) {
+  if (f.fresh_state) return {"normal:n=4096,seed=1,std=0.5", "adam-v:n=4096,seed=2"};
+  std::vector<std::string> specs;
+  if (f.edge_inputs) specs.push_back("edges");
+  if (f.edge_inputs && f.default_params.contains("block_size")) specs.push_back("scaled-edges");
+  for (const char* s : {"special", "normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"})
+    specs.push_back(s);
+  return specs;
+}
+
+struct SkippedInput {};  // a default input the format cannot take: already reported
+
+// LIB[:NAME] against the plugin's table: the kernel, and its format.
+PluginKernel pick_kernel(const VerifyOptions& o, std::string& library) {
+  library = o.kernel;
+  std::string name;
+  const auto colon = o.kernel.rfind(':');
+  if (colon != std::string::npos && !std::filesystem::exists(o.kernel)) {
+    library = o.kernel.substr(0, colon);
+    name = o.kernel.substr(colon + 1);
+  }
+  if (!std::filesystem::is_regular_file(library)) throw UsageError("--kernel: '" + library + "' is not a file");
+  const std::vector<PluginKernel> kernels = plugin_kernels(library, o.timeout);
+  std::string names;
+  for (const PluginKernel& k : kernels) names += (names.empty() ? "" : ", ") + k.name + " (" + k.format + ")";
+  if (name.empty() && kernels.size() > 1)
+    throw UsageError("--kernel: " + library + " holds " + std::to_string(kernels.size()) + " kernels (" + names +
+                     "); name one as LIB:NAME");
+  for (const PluginKernel& k : kernels)
+    if (name.empty() || k.name == name) {
+      if (!find_format(k.format))
+        throw UsageError("--kernel: " + library + ": kernel '" + k.name + "' implements format '" + k.format +
+                         "', which is not registered");
+      if (!o.format.empty() && o.format != k.format)
+        throw UsageError("--format " + o.format + ": kernel '" + k.name + "' implements " + k.format);
+      if (!k.host) throw UsageError("--kernel: kernel '" + k.name + "' takes CUDA memory; this lowbit runs host kernels");
+      return k;
+    }
+  throw UsageError("--kernel: " + library + " has no kernel named '" + name + "' (it has " + names + ")");
+}
+
+std::string file_stem(std::string label) {
+  for (char& c : label)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return label;
+}
+
+std::string case_line(const VerifiedCase& v) {
+  if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
+  std::uint64_t elements = 0, mismatches = 0, allowed = 0;
+  std::string faults;
+  for (const TensorComparison& t : v.report.tensors) {
+    elements += t.elements;
+    mismatches += t.mismatches;
+    allowed += t.allowed;
+    if (!t.fault.empty()) faults += "; " + t.name + ": " + t.fault;
+  }
+  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}", v.conformant() ? "ok      " : "MISMATCH",
+                     printable(v.label), elements, mismatches, allowed, printable(faults));
+}
+
+int run_verify(VerifyOptions o) {
+  o.output.prepare();
+  if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+  if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
+  std::string library;
+  const PluginKernel picked = pick_kernel(o, library);
+  const FormatSpec& format = *find_format(picked.format);
+  const KernelUnderReview k{library, picked.name, o.timeout};
+  TolerancePolicy policy;
+  try {
+    policy = load_tolerance_policy(o.policy.empty() ? format.default_tolerance : o.policy, shipped_policy_dir());
+  } catch (const std::exception& e) {
+    throw UsageError(std::string("--policy: ") + e.what());
+  }
+  // The default inputs are made for any format; one a format cannot take (COAT's activations want
+  // 2-D tiles, torchao whole blocks) is skipped with its reason. An --input given is never skipped.
+  const bool defaults = o.inputs.empty();
+  if (defaults && takes_input(format)) o.inputs = default_inputs(format);
+  if (!o.save_cases.empty()) std::filesystem::create_directories(o.save_cases);
+
+  std::vector<VerifiedCase> results;
+  auto record = [&](VerifiedCase v) {
+    fmt::print("{}\n", case_line(v));
+    std::fflush(stdout);
+    if (!o.save_cases.empty() && !v.conformant()) {
+      const std::string stem = (std::filesystem::path(o.save_cases) / file_stem(v.label)).string();
+      write_case(stem + ".expected.safetensors", v.expected);
+      write_case(stem + ".actual.safetensors", v.actual);
+    }
+    results.push_back(std::move(v));
+  };
+  const MadeBy made_by{std::string("lowbit ") + version(), std::string("lowbit verify ") + version()};
+  const nlohmann::json params = format.default_params;
+  if (!takes_input(format)) {
+    CaseToRun c = table_case(format, params, made_by);
+    record(verify_case(k, format, run_reference(format, c.inputs), policy, c.stem));
+  }
+  for (const std::string& text : o.inputs) {
+    InputSpec spec;
+    try {
+      spec = parse_input_spec(text);
+    } catch (const std::exception& e) {
+      throw UsageError("--input '" + text + "': " + e.what());
+    }
+    try {
+      for_each_case(format, params, spec, o.steps, made_by, [&](CaseToRun c) {
+        Case expected;
+        try {
+          expected = run_reference(format, c.inputs);
+        } catch (const CaseError& e) {
+          if (!defaults) throw;
+          fmt::print("skipped  {}: {}\n", printable(c.stem), printable(e.what()));
+          throw SkippedInput{};
+        }
+        record(verify_case(k, format, expected, policy, c.stem));
+        return expected;  // the next step starts from the reference's state
+      });
+    } catch (const SkippedInput&) {
+    }
+  }
+  if (!o.no_golden && std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json")) {
+    const Manifest manifest = read_golden_manifest(o.golden);
+    for (const ManifestEntry* e : select_entries(manifest, format.name))
+      record(verify_case(k, format, read_verified_case(o.golden, *e), policy, "golden " + e->path));
+  }
+  if (results.empty()) throw UsageError("nothing to verify: no --input, and no golden case of " + format.name);
+
+  std::size_t conformant = 0;
+  nlohmann::json cases = nlohmann::json::array();
+  std::string details;
+  for (const VerifiedCase& v : results) {
+    conformant += v.conformant();
+    nlohmann::json j = {{"label", v.label}, {"conformant", v.conformant()}};
+    if (!v.failure.empty()) j["failure"] = v.failure;
+    else j["comparison"] = report_json(v.report);
+    cases.push_back(j);
+    if (!v.conformant())
+      details += "\n### " + v.label + "\n\n" + (v.failure.empty() ? report_markdown(v.report) : "The kernel " + v.failure + ".\n");
+  }
+  const bool all = conformant == results.size();
+  fmt::print("verify: kernel {} ({}), format {}, policy {}: {} of {} cases conformant: {}\n", printable(k.kernel),
+             printable(library), format.name, policy.name, conformant, results.size(), all ? "conformant" : "NOT conformant");
+  const nlohmann::json report = {{"kernel", k.kernel}, {"library", library},   {"format", format.name},
+                                 {"policy", policy.name}, {"conformant", all}, {"cases", cases}};
+  const std::string md = fmt::format("# lowbit verify: kernel `{}`, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}",
+                                     k.kernel, format.name, all ? "conformant" : "NOT conformant", conformant, results.size(),
+                                     policy.name, details);
+  o.output.write(report.dump(2) + "\n", md);
+  return all ? kConformant : kNotConformant;
+}
+
+}  // namespace
+
+Subcommand add_verify_command(CLI::App& parent) {
+  CLI::App* cmd = parent.add_subcommand(
+      "verify",
+      "Run a kernel under review (a plugin: device/include/lowbit/kernel_plugin.h) and the reference on the same\n"
+      "inputs and compare their outputs bit for bit, then run the kernel on the official golden cases of its\n"
+      "format. The kernel runs in a child process with a time limit: a crash, a hang or an error status is\n"
+      "reported as not conformant. Optimizer steps start each step from the reference's state.\n"
+      "Exit 0 conformant, 1 not, 2 bad input or an unusable plugin.");
+  auto o = std::make_shared<VerifyOptions>();
+  cmd->add_option("--kernel", o->kernel, "The plugin library, LIB or LIB:NAME when it holds several kernels")->required();
+  cmd->add_option("--format", o->format, "The format it implements (checked against the plugin's table)");
+  cmd->add_option("--input", o->inputs,
+                  "Input spec, as golden generate takes them (repeatable); default: edges, special and random\n"
+                  "distributions (optimizers: a parameter and moments drawn for --steps steps)");
+  cmd->add_option("--steps", o->steps, "Optimizer formats: steps per input")->capture_default_str();
+  cmd->add_option("--policy", o->policy, "Tolerance policy (default: the format's)");
+  cmd->add_option("--timeout", o->timeout, "Seconds the kernel may take per case before it is killed")->capture_default_str();
+  cmd->add_option("--golden", o->golden, "Golden folder whose cases of the format the kernel also runs")->capture_default_str();
+  cmd->add_flag("--no-golden", o->no_golden, "Skip the golden cases");
+  cmd->add_option("--save-cases", o->save_cases,
+                  "Folder for the expected and actual case of every case that does not conform (to attach to a\n"
+                  "pull request, or to rerun with lowbit compare)");
+  o->output.add_options(*cmd);
+  return {cmd, [o] { return run_verify(*o); }};
+}
+
+}  // namespace lowbit::cli
