@@ -16,8 +16,9 @@ struct Run {
   std::string output;  // stdout and stderr together
 };
 
-inline Run lowbit_cli(const std::string& args) {
-  const std::string command = std::string(LOWBIT_CLI) + " " + args + " 2>&1";
+// env: variable assignments for the command ("ASAN_OPTIONS=handle_segv=0"), or none.
+inline Run lowbit_cli(const std::string& args, const std::string& env = "") {
+  const std::string command = (env.empty() ? "" : env + " ") + std::string(LOWBIT_CLI) + " " + args + " 2>&1";
   FILE* p = popen(command.c_str(), "r");
   REQUIRE(p);
   std::string out;
