@@ -117,3 +117,15 @@ TEST_CASE("verify refuses an unusable plugin with one line naming it, exit 2") {
   CHECK(wrong.code == 2);
   CHECK(wrong.output.find("implements torchao.fp8") != std::string::npos);
 }
+
+TEST_CASE("verify writes no report over the plugin it runs") {
+  TempDir dir("lowbit_verify_guard_");
+  std::filesystem::copy_file(plugin("mutant_flush_subnormal"), dir / "k.so");
+  const auto before = std::filesystem::file_size(dir / "k.so");
+  const Run r = lowbit_cli("verify --kernel " + (dir / "k.so") + " --input edges --no-golden --report " + (dir / "k.so"));
+  CAPTURE(r.output);
+  CHECK(r.code == 2);
+  CHECK(r.output.find("k.so") != std::string::npos);
+  CHECK(std::filesystem::file_size(dir / "k.so") == before);
+  CHECK(plugin_kernels(dir / "k.so", 30).size() == 1);  // still the plugin
+}

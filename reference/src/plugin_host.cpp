@@ -175,12 +175,15 @@ std::vector<PluginKernel> plugin_kernels(const std::string& library, double time
   if (!failure.empty()) throw PluginError(library + ": loading it " + failure);
   listing[kListingBytes - 1] = '\0';
   std::vector<PluginKernel> out;
-  for (const auto& k : nlohmann::json::parse(listing)) {
-    PluginKernel kernel{k[0].get<std::string>(), k[1].get<std::string>(), k[2].get<bool>()};
-    for (const PluginKernel& earlier : out)
-      if (earlier.name == kernel.name) throw PluginError(library + ": two kernels are named '" + kernel.name + "'");
-    out.push_back(std::move(kernel));
+  try {  // written by a child that ran the plugin's code: read it as untrusted
+    for (const auto& k : nlohmann::json::parse(listing))
+      out.push_back({k.at(0).get<std::string>(), k.at(1).get<std::string>(), k.at(2).get<bool>()});
+  } catch (const nlohmann::json::exception&) {
+    throw PluginError(library + ": its table could not be read back from the process that loaded it");
   }
+  for (std::size_t i = 0; i < out.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (out[j].name == out[i].name) throw PluginError(library + ": two kernels are named '" + out[i].name + "'");
   return out;
 }
 

@@ -101,6 +101,7 @@ int run_verify(VerifyOptions o) {
   if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
   std::string library;
   const PluginKernel picked = pick_kernel(o, library);
+  note_input_file(library);  // no report or saved case may be written over the plugin
   const FormatSpec& format = *find_format(picked.format);
   const KernelUnderReview k{library, picked.name, o.timeout};
   TolerancePolicy policy;
