@@ -3,8 +3,10 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
 #include "lowbit/tolerance.hpp"
+#include "markdown_table.hpp"
 
 using namespace lowbit;
 using namespace lowbit::test;
@@ -151,6 +154,48 @@ TEST_CASE("the Markdown report names the differing element in hex and decimal") 
   REQUIRE(codes["name"] == "codes");
   CHECK(codes["first_mismatches"][0]["index"] == 2);
   CHECK(codes["first_mismatches"][0]["class"] == "near-boundary");
+}
+
+TEST_CASE("hostile names, origins, format, policy and faults keep every Markdown table row's columns") {
+  // Each text a file or a user supplies, made to end a cell, a code span or a line, and to inject HTML.
+  const std::string evil = "n|a`m`e\n| forged | row |\x1b[31m</td><script>alert(1)</script>";
+  const Case e = reference_case({1.0f, 2.0f, 3.0f});
+  ComparisonReport r = compare_cases(e, with_code(e, 2, 0x45), TolerancePolicy{});
+  const std::string benign = report_markdown(r);
+  r.expected_origin = r.actual_origin = r.format = r.policy.name = r.policy.description = evil;
+  r.extra_in_actual = {evil};
+  for (TensorComparison& t : r.tensors) t.name = t.layout = evil;
+  TensorComparison missing = r.tensors.front();
+  missing.fault = missing.dtype = evil;
+  r.tensors.push_back(missing);
+  const std::string md = report_markdown(r);
+
+  // the benign report's lines plus the fault's row and the extra tensor's line: nothing forged a line
+  CHECK(std::count(md.begin(), md.end(), '\n') == std::count(benign.begin(), benign.end(), '\n') + 2);
+  CHECK(std::none_of(md.begin(), md.end(), [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7F; }));
+  CHECK(md.find("<script>alert(1)</script>`") != std::string::npos);  // inside a code span: shown, not run
+  CHECK(md.find("\\<script\\>") != std::string::npos);               // in running text: escaped
+  CHECK(md.find("| `n\\x7Ca\\x60m\\x60e\\n\\x7C forged \\x7C row \\x7C\\x1B[31m</td><script>alert(1)</script>` |") !=
+        std::string::npos);
+  // every row of a table has its header's columns; the rows are the benign report's and the fault's
+  const auto table_rows = [](const std::string& text) {
+    std::istringstream lines(text);
+    std::size_t header = 0, rows = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.empty() || line[0] != '|') {
+        header = 0;
+      } else if (header == 0) {
+        header = markdown_columns(line);
+      } else {
+        CAPTURE(line);
+        CHECK(markdown_columns(line) == header);
+        ++rows;
+      }
+    }
+    return rows;
+  };
+  CHECK(table_rows(md) == table_rows(benign) + 1);
+  CHECK(table_rows(benign) >= 2 + 3 + 1);  // separators, three tensors, a mismatch at least
 }
 
 TEST_CASE("tolerance policies are data: built-in, by name, by path; bad ones are refused") {

@@ -1,11 +1,14 @@
 // Rendering of a ComparisonReport: JSON (schema in docs/tolerance-policy.md) and Markdown that
-// reads well in a pull request.
+// reads well in a pull request. Everything a file or a user supplied (tensor names, dtypes, origins,
+// format, policy, faults) reaches the Markdown through markdown_code / markdown_text, so a hostile
+// name keeps every table row's columns and injects no markup.
 #include <fmt/core.h>
 
 #include <cmath>
 #include <limits>
 
 #include "lowbit/compare.hpp"
+#include "lowbit/printable.hpp"
 
 namespace lowbit {
 
@@ -97,14 +100,15 @@ std::string report_markdown(const ComparisonReport& r) {
     elements += t.elements;
   }
   std::string md = fmt::format("# Comparison: {}\n\n", r.conformant ? "conformant" : "NOT conformant");
-  md += fmt::format("{} mismatching elements of {} ({} allowed by the policy) in {} tensor(s). Format `{}`; "
-                    "tolerance policy `{}`: {}\n\n",
-                    mismatches, elements, allowed, r.tensors.size(), r.format.empty() ? "(none)" : r.format,
-                    r.policy.name, r.policy.description);
-  md += fmt::format("- expected: `{}`\n- actual: `{}`\n", r.expected_origin, r.actual_origin);
+  md += fmt::format("{} mismatching elements of {} ({} allowed by the policy) in {} tensor(s). Format {}; "
+                    "tolerance policy {}: {}\n\n",
+                    mismatches, elements, allowed, r.tensors.size(),
+                    r.format.empty() ? "`(none)`" : markdown_code(r.format), markdown_code(r.policy.name),
+                    markdown_text(r.policy.description));
+  md += fmt::format("- expected: {}\n- actual: {}\n", markdown_code(r.expected_origin), markdown_code(r.actual_origin));
   if (!r.extra_in_actual.empty()) {
     md += "- tensors only in the actual case (not compared):";
-    for (const auto& n : r.extra_in_actual) md += " `" + n + "`";
+    for (const auto& n : r.extra_in_actual) md += fmt::format(" {}", markdown_code(n));
     md += "\n";
   }
   md += "\n| tensor | dtype | elements | identical | mismatches | allowed | max code distance | max ulp distance | "
@@ -112,19 +116,22 @@ std::string report_markdown(const ComparisonReport& r) {
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
   for (const TensorComparison& t : r.tensors) {
     if (!t.fault.empty()) {
-      md += fmt::format("| `{}` | {} | {} | **{}** | | | | | | | | | |\n", t.name, t.dtype, t.elements, t.fault);
+      md += fmt::format("| {} | {} | {} | **{}** | | | | | | | | | |\n", markdown_code(t.name), markdown_text(t.dtype),
+                        t.elements, markdown_text(t.fault));
       continue;
     }
-    md += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", t.name, t.dtype,
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_code(t.name),
+                      markdown_text(t.dtype),
                       t.elements, t.identical, t.mismatches, t.allowed, t.max_code_distance, t.max_ulp_distance,
                       t.by_class[0], t.by_class[1], t.by_class[2], t.by_class[3], t.by_class[4]);
   }
   for (const TensorComparison& t : r.tensors) {
     if (t.first_mismatches.empty()) continue;
-    md += fmt::format("\n## `{}`: first {} of {} mismatches\n\n", t.name, t.first_mismatches.size(), t.mismatches);
+    md += fmt::format("\n## {}: first {} of {} mismatches\n\n", markdown_code(t.name), t.first_mismatches.size(),
+                      t.mismatches);
     md += fmt::format("Worst block ({}): block {} with {} mismatches, max code distance {}, "
                       "max ulp distance {}.\n\n",
-                      t.layout, t.worst_block.index, t.worst_block.mismatches, t.worst_block.max_code_distance,
+                      markdown_text(t.layout), t.worst_block.index, t.worst_block.mismatches, t.worst_block.max_code_distance,
                       t.worst_block.max_ulp_distance);
     md += "| index | block | expected | actual | code distance | ulp distance | class | allowed |\n"
           "|---:|---:|---|---|---:|---:|---|---|\n";

@@ -31,4 +31,27 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string markdown_code(std::string_view text) {
+  std::string out = "`";
+  for (char c : printable(text)) {
+    if (c == '`')
+      out += "\\x60";
+    else if (c == '|')
+      out += "\\x7C";
+    else
+      out += c;
+  }
+  // An empty span would be two backticks, which Markdown shows as text; a space keeps it a span.
+  return out + (out.size() == 1 ? " `" : "`");
+}
+
+std::string markdown_text(std::string_view text) {
+  std::string out;
+  for (char c : printable(text)) {
+    if (std::string_view("\\`*_[]<>|&~").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 }  // namespace lowbit

@@ -17,6 +17,7 @@
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
@@ -136,7 +137,7 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
   for (std::size_t k = 0; k < o.block_sizes.size(); ++k) md += fmt::format("{}{}", k ? ", " : " ", o.block_sizes[k]);
   md += ". Definitions of the measures: docs/audit.md.\n";
   for (const InputInfo& in : inputs) {
-    md += fmt::format("\n## {}\n\n{} values, {}.\n", in.name, in.n,
+    md += fmt::format("\n## {}\n\n{} values, {}.\n", markdown_code(in.name), in.n,  // FILE:tensor names from a file
                       in.is_signed ? "with negative values" : "non-negative (COAT's second-moment path)");
     const auto wide = [&](const std::string& title, auto value) {
       md += fmt::format("\n{}:\n\n| format |", title);
@@ -330,7 +331,7 @@ int run_audit(AuditOptions o) {
         if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16)
           sources.push_back({o.state + ":" + t.name, t.name});
         else  // e.g. the codes of an already quantized state
-          fmt::print(stderr, "lowbit: note: {}: skipping '{}' ({}, not F32/BF16/F16)\n", o.state, t.name,
+          fmt::print(stderr, "lowbit: note: {}: skipping '{}' ({}, not F32/BF16/F16)\n", printable(o.state), printable(t.name),
                      dtype_name(t.dtype));
       }
       if (sources.size() == o.inputs.size()) {
@@ -389,7 +390,7 @@ int run_audit(AuditOptions o) {
 
   // People: the mean absolute errors, one line per input and format.
   for (const InputInfo& in : infos) {
-    fmt::print("{} ({} values)\n", in.name, in.n);
+    fmt::print("{} ({} values)\n", printable(in.name), in.n);
     for (const auto& f : o.formats) {
       std::string line = fmt::format("  {:<28}", f);
       for (const Row& r : rows)

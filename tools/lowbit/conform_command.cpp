@@ -6,6 +6,7 @@
 #include "command.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
@@ -61,11 +62,12 @@ int run_conform(ConformOptions o) {
   }
 
   std::string md = fmt::format("# Conformance of the reference to the golden cases: {}\n\n"
-                               "Golden folder `{}`, format filter `{}`; each format under its default tolerance policy "
+                               "Golden folder {}, format filter {}; each format under its default tolerance policy "
                                "(docs/tolerance-policy.md).\n\n"
                                "| format | policy | cases | conformant | elements compared | mismatches | of which allowed |\n"
                                "|---|---|---:|---:|---:|---:|---:|\n",
-                               all_conformant ? "conformant" : "NOT conformant", o.golden, o.format_glob);
+                               all_conformant ? "conformant" : "NOT conformant", markdown_code(o.golden),
+                               markdown_code(o.format_glob));
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [name, t] : by_format) {
     fmt::print("{}: {} cases, {} conformant, {} elements compared, {} mismatches ({} allowed by {})\n", name, t.cases,
