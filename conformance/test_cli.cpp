@@ -388,6 +388,30 @@ TEST_CASE("golden generate: each bad option is one error line, exit 2, naming th
   CHECK_FALSE(fs::exists(dir.path / "g"));
 }
 
+TEST_CASE("golden generate blames the --param the reference refuses, naming its key; a bad input with good params is the --input's") {
+  TempDir dir;
+  const std::string g = dir / "g";
+  struct Blame {
+    std::string args, named;
+  };
+  for (const Blame& b :
+       {Blame{"--format bnb.adam8bit.cpu --param block_size=-1 --input normal", "--param block_size=-1 (with --input 'normal'): "},
+        Blame{"--format torchao.fp8 --param overflow=bogus --param block_size=128 --input normal:n=256",
+              "--param overflow=bogus (with --input 'normal:n=256'): "},
+        Blame{"--format bnb.adam8bit.cpu --param lr=x --input normal", "--param lr=x (with --input 'normal'): "},
+        Blame{"--format torchao.qmap --param map=zzz", "--param map=zzz: "},
+        Blame{"--format fp8.e4m3fn.nan --param nope=1 --input edges", "--param: format fp8.e4m3fn.nan has no parameter 'nope'"},
+        // torchao quantizes >= 4096 elements: the input is at fault, lr=0.1 is fine
+        Blame{"--format torchao.adam.codebook8 --param lr=0.1 --input normal:n=300", "--input 'normal:n=300': torchao quantizes"}}) {
+    CAPTURE(b.args);
+    const Run r = lowbit_cli("golden generate " + b.args + " --out " + g);
+    CHECK(r.code == 2);
+    CHECK(r.output.rfind("lowbit: error: " + b.named, 0) == 0);
+    CHECK(count_lines(r.output) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir.path / "g"));
+}
+
 TEST_CASE("concurrent golden generate runs into one folder merge their manifest entries") {
   TempDir dir;
   // Six runs at once, two cases each: every case must be on disk and listed (without the folder

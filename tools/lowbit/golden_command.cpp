@@ -62,27 +62,72 @@ UsageError input_error(const std::string& text, const std::exception& e) {
   return UsageError("--input '" + text + "': " + what);
 }
 
-// Every case the options ask for, made in memory before anything is written.
-std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
-                                          const std::vector<InputSpec>& specs, bool takes_input, int steps) {
+// The cases of one --input made in memory with `params` and appended to `made`; s null: the one case
+// of a format without inputs (a table).
+void make_cases(const FormatSpec& spec, const nlohmann::json& params, const InputSpec* s, int steps,
+                std::vector<GeneratedCase>& made) {
   const MadeBy made_by{std::string("lowbit ") + version(), std::string("lowbit golden generate ") + version()};
-  std::vector<GeneratedCase> made;
-  std::string origin;
+  const std::string origin = s ? "--input '" + s->text + "'" : "--format " + spec.name;
   auto make_one = [&](CaseToRun to_run) {
     Case c = run_reference(spec, to_run.inputs);
     made.push_back({spec.name + "/" + to_run.stem + ".safetensors", serialize_case(c), origin});
     return c;
   };
-  if (!takes_input) {
-    origin = "--format " + spec.name;
+  if (s)
+    for_each_case(spec, params, *s, steps, made_by, make_one);
+  else
     make_one(table_case(spec, params, made_by));
-  }
-  for (const InputSpec& s : specs) {
-    origin = "--input '" + s.text + "'";
+}
+
+// A param as the user wrote it: "block_size=-1", "overflow=bogus".
+std::string param_item(const std::string& key, const nlohmann::json& value) {
+  return key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+}
+
+// Which --param made a failing run fail, "KEY=VALUE" (all of them, joined, when only together they
+// fail), or empty when the run fails with the format's defaults too (then the input is to blame).
+// The reference checks most params only when it runs (an unknown overflow name, a string where a
+// number belongs, a block size the input's length does not allow), so the run is tried again, on
+// this error path only: with the defaults, then with each given param alone over them.
+std::string failing_params(const FormatSpec& spec, const nlohmann::json& given, const InputSpec* s, int steps) {
+  const auto fails = [&](const nlohmann::json& over) {
+    std::vector<GeneratedCase> scratch;
     try {
-      for_each_case(spec, params, s, steps, made_by, make_one);
+      make_cases(spec, resolve_params(spec, over), s, steps, scratch);
+      return false;
+    } catch (const std::exception&) {
+      return true;
+    }
+  };
+  if (given.empty() || fails(nlohmann::json::object())) return {};
+  std::string all;
+  for (const auto& [key, value] : given.items()) {
+    nlohmann::json one = nlohmann::json::object();
+    one[key] = value;
+    if (fails(one)) return param_item(key, value);
+    all += (all.empty() ? "" : " ") + param_item(key, value);
+  }
+  return all;
+}
+
+// Every case the options ask for, made in memory before anything is written. An error names the
+// --param to blame, else the --input (or the format of a table).
+std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
+                                          const nlohmann::json& given, const std::vector<InputSpec>& specs,
+                                          bool takes_input, int steps) {
+  std::vector<GeneratedCase> made;
+  std::vector<const InputSpec*> runs;
+  if (!takes_input) runs.push_back(nullptr);
+  for (const InputSpec& s : specs) runs.push_back(&s);
+  for (const InputSpec* s : runs) {
+    try {
+      make_cases(spec, params, s, steps, made);
     } catch (const std::exception& e) {
-      throw input_error(s.text, e);
+      const std::string blamed = failing_params(spec, given, s, steps);
+      if (!blamed.empty())
+        throw UsageError("--param " + blamed + (s ? " (with --input '" + s->text + "')" : "") + ": " + e.what());
+      if (s) throw input_error(s->text, e);
+      throw UsageError("--format " + spec.name + ": " + e.what());
     }
   }
   return made;
@@ -149,9 +194,10 @@ int run_generate(const GenerateOptions& o) {
     for (const FormatSpec& f : registered_formats()) names += " " + f.name;
     throw UsageError("--format: unknown format '" + o.format + "'; registered:" + names);
   }
+  const nlohmann::json given = parse_params(o.params);
   nlohmann::json params;
   try {
-    params = resolve_params(*spec, parse_params(o.params));
+    params = resolve_params(*spec, given);
   } catch (const UsageError&) {
     throw;
   } catch (const std::runtime_error& e) {
@@ -176,7 +222,7 @@ int run_generate(const GenerateOptions& o) {
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
   read_manifest(o.out);  // a malformed one fails before the work (publish reads it again, locked)
-  publish(o.out, spec->name, generate_cases(*spec, params, specs, needs_input, o.steps), o.replace);
+  publish(o.out, spec->name, generate_cases(*spec, params, given, specs, needs_input, o.steps), o.replace);
   return kConformant;
 }
 
