@@ -250,6 +250,25 @@ TEST_CASE("golden check and conform refuse a folder without MANIFEST.json, a mis
   }
 }
 
+TEST_CASE("golden check and conform on a MANIFEST.json that lists no file: nothing to check, exit 2 naming it") {
+  TempDir dir;
+  fs::create_directories(dir.path / "g/fmt");
+  write_manifest(dir / "g", Manifest{});
+  // a case on disk but not listed is not checked either
+  Case c;
+  c.metadata = {{"format", "fp8.e5m2.inf"}};
+  c.add(Tensor::from_f32("input", {1}, std::vector<float>{1.0f}));
+  write_case(dir / "g/fmt/unlisted.safetensors", run_reference(*find_format("fp8.e5m2.inf"), c));
+  REQUIRE(read_manifest(dir / "g").files.empty());
+  const Run check = lowbit_cli("golden check --golden " + (dir / "g"));
+  CHECK(check.code == 2);
+  CHECK(check.output == "lowbit: error: " + (dir / "g") + "/MANIFEST.json lists no file: nothing to check\n");
+  const Run conform = lowbit_cli("conform --golden " + (dir / "g"));
+  CHECK(conform.code == 2);
+  CHECK(conform.output.find("nothing to check") != std::string::npos);
+  CHECK(count_lines(conform.output) == 1);
+}
+
 TEST_CASE("golden generate is all or nothing: an --input that fails writes no file and is named in the error") {
   TempDir dir;
   const std::string g = dir / "g";

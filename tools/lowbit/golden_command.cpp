@@ -228,6 +228,8 @@ int run_generate(const GenerateOptions& o) {
 
 int run_check(const std::string& dir) {
   const Manifest m = read_golden_manifest(dir);
+  // An empty list verifies nothing: bad input, as conform says of a filter that selects nothing.
+  if (m.files.empty()) throw UsageError(manifest_path(dir) + " lists no file: nothing to check");
   int bad = 0;
   for (const ManifestEntry& e : m.files) {
     try {
