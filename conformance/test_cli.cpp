@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -546,4 +547,57 @@ TEST_CASE("every number of an input spec and every size parameter is checked bef
   const Run audit = lowbit_cli("audit --formats fp8.perblock.e4m3 -q --input outliers:n=4096,block=1e30");
   CHECK(audit.code == 2);
   CHECK(audit.output.find("block must be a whole number") != std::string::npos);
+}
+
+TEST_CASE("an n above the cap is refused naming n before any memory is taken; at the cap, no memory is out of memory") {
+  TempDir dir;
+  // Under a 256 MiB address-space limit an attempt at the n asked for (1 GiB of float32 and more)
+  // would fail its allocation: the refusal must come from the check of the input spec, before. ASan reserves
+  // terabytes of address space up front, so the limit is left out in a sanitizer build.
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 262144; ";
+#endif
+  const auto limited = [&](const std::string& args) {
+    const std::string command = limit + std::string(LOWBIT_CLI) + " " + args + " 2>&1";
+    FILE* p = popen(command.c_str(), "r");
+    REQUIRE(p);
+    std::string out;
+    std::array<char, 4096> buf{};
+    while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
+    const int status = pclose(p);
+    return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  };
+  struct Refused {
+    std::string args, got;
+  };
+  for (const Refused& r : {Refused{"audit -q --input normal:n=268435457", "268435457"},
+                           Refused{"audit -q --input adam-v:n=1e9", "1e9"},
+                           Refused{"golden generate --format torchao.fp8 --input normal:n=1e9 --out " + (dir / "g"), "1e9"},
+                           Refused{"golden generate --format torchao.adam.dense --input normal:n=268435457 --out " + (dir / "g"),
+                                   "268435457"}}) {
+    CAPTURE(r.args);
+    const auto start = std::chrono::steady_clock::now();
+    const Run run = limited(r.args);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(run.code == 2);
+    CHECK(run.output.find("n must be a whole number in 0..268435456 (got " + r.got + ")") != std::string::npos);
+    CHECK(count_lines(run.output) == 1);
+    CHECK(seconds < 10.0);  // refused at parsing (milliseconds); making 2^28 values takes tens of seconds here
+  }
+  CHECK_FALSE(fs::exists(dir.path / "g"));
+#if !defined(__SANITIZE_ADDRESS__)
+  // the control: n at the cap is accepted by the check, so under the limit its allocation fails,
+  // and that is one line naming the input, exit 2
+  for (const std::string& args : {std::string("audit -q --formats torchao.fp8 --block-sizes 256 --input normal:n=268435456"),
+                                  "golden generate --format torchao.fp8 --input normal:n=268435456 --out " + (dir / "g")}) {
+    CAPTURE(args);
+    const Run run = limited(args);
+    CHECK(run.code == 2);
+    CHECK(run.output.find("--input 'normal:n=268435456': out of memory") != std::string::npos);
+    CHECK(count_lines(run.output) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir.path / "g"));
+#endif
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <algorithm>
 #include <map>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -362,6 +363,8 @@ int run_audit(AuditOptions o) {
         x = audit::make_input(src.name);
       } catch (const std::invalid_argument& e) {
         throw UsageError(fmt::format("--input: {}", e.what()));
+      } catch (const std::bad_alloc&) {
+        throw UsageError(fmt::format("--input '{}': out of memory making its values (docs/audit.md#memory)", src.name));
       }
     } else {
       x = tensor_values(state.require(src.state_tensor), o.state);
@@ -379,6 +382,8 @@ int run_audit(AuditOptions o) {
             r.m = audit::audit(*f, x, r.block, o.threads);
           } catch (const std::invalid_argument& e) {
             throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+          } catch (const std::bad_alloc&) {
+            throw UsageError(fmt::format("{}: out of memory auditing {} (docs/audit.md#memory)", src.name, f->name));
           }
         }
         rows.push_back(std::move(r));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <new>
 #include <string_view>
 
 #include "command.hpp"
@@ -57,6 +58,8 @@ struct GeneratedCase {
 
 // An error while making one --input's cases, naming that input (the generators' messages may already).
 UsageError input_error(const std::string& text, const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e))
+    return UsageError("--input '" + text + "': out of memory making its cases (what a size needs: docs/golden-files.md#memory)");
   const std::string what = e.what();
   if (what.find("'" + text + "'") != std::string::npos) return UsageError("--input: " + what);
   return UsageError("--input '" + text + "': " + what);
@@ -123,7 +126,9 @@ std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann
     try {
       make_cases(spec, params, s, steps, made);
     } catch (const std::exception& e) {
-      const std::string blamed = failing_params(spec, given, s, steps);
+      // out of memory is the size's doing, not a param's: no runs again
+      const bool no_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+      const std::string blamed = no_memory ? std::string() : failing_params(spec, given, s, steps);
       if (!blamed.empty())
         throw UsageError("--param " + blamed + (s ? " (with --input '" + s->text + "')" : "") + ": " + e.what());
       if (s) throw input_error(s->text, e);

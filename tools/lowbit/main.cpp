@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <exception>
+#include <new>
 #include <vector>
 
 #include "command.hpp"
@@ -48,6 +49,9 @@ int main(int argc, char** argv) {
       if (s.app->parsed()) return s.run();
   } catch (const UsageError& e) {
     fmt::print(stderr, "lowbit: error: {}\n", lowbit::printable(e.what()));
+    return kBadInput;
+  } catch (const std::bad_alloc&) {  // a command that names what it was making says so itself
+    fmt::print(stderr, "lowbit: error: out of memory (what each command holds: docs/golden-files.md#memory)\n");
     return kBadInput;
   } catch (const std::exception& e) {  // unreadable or unwritable files, malformed inputs
     fmt::print(stderr, "lowbit: error: {}\n", lowbit::printable(e.what()));

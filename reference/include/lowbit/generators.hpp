@@ -22,8 +22,9 @@ namespace lowbit {
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below).
 // Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.
-// The largest n: 2^28 float32 values are 1 GiB, and golden generate holds the input, the outputs
-// and the serialized case at once (about 4 to 6 GiB at this size on a 24 GiB machine). seed is
+// The largest n: 2^28 float32 values are 1 GiB; golden generate holds the input, the reference's
+// arrays and every serialized case of the run (7 to 27 GiB at this size by format, measured at 2^24
+// and extrapolated in docs/golden-files.md#memory; the audit 1.2 to 5 GiB). seed is
 // a whole number a double holds exactly; student-t's nu counts the normals drawn per value.
 inline constexpr double kMaxCount = 268435456.0;         // 2^28
 inline constexpr double kMaxSeed = 9007199254740992.0;   // 2^53
