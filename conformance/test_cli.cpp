@@ -1,15 +1,12 @@
 // The lowbit command as a user meets it: exit codes 0 / 1 / 2, one clear error line, reports.
 #include <doctest/doctest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
+#include "cli_run.hpp"
 #include "elementwise.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/formats.hpp"
@@ -18,40 +15,6 @@
 namespace fs = std::filesystem;
 using namespace lowbit;
 using namespace lowbit::test;
-
-namespace {
-
-struct Run {
-  int code;
-  std::string output;  // stdout and stderr together
-};
-
-Run lowbit_cli(const std::string& args) {
-  const std::string command = std::string(LOWBIT_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(command.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf{};
-  while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("lowbit_cli_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
-
-}  // namespace
 
 TEST_CASE("compare: identical files exit 0, one differing code exits 1 and is named, a corrupt file exits 2") {
   TempDir dir;
@@ -221,8 +184,6 @@ TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the 
 }
 
 namespace {
-
-std::size_t count_lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
 
 std::vector<std::string> files_under(const fs::path& root) {
   std::vector<std::string> files;
@@ -559,16 +520,7 @@ TEST_CASE("an n above the cap is refused naming n before any memory is taken; at
 #else
   const std::string limit = "ulimit -v 262144; ";
 #endif
-  const auto limited = [&](const std::string& args) {
-    const std::string command = limit + std::string(LOWBIT_CLI) + " " + args + " 2>&1";
-    FILE* p = popen(command.c_str(), "r");
-    REQUIRE(p);
-    std::string out;
-    std::array<char, 4096> buf{};
-    while (std::size_t n = fread(buf.data(), 1, buf.size(), p)) out.append(buf.data(), n);
-    const int status = pclose(p);
-    return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-  };
+  const auto limited = [&](const std::string& args) { return run_shell(limit + std::string(LOWBIT_CLI) + " " + args); };
   struct Refused {
     std::string args, got;
   };
