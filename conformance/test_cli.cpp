@@ -149,6 +149,33 @@ TEST_CASE("outputs never destroy inputs: a report over an input, a device, a lin
   CHECK(!fs::exists(dir / "elsewhere.json"));
 }
 
+TEST_CASE("a MANIFEST.json the run read is one of its inputs: no report may replace it") {
+  TempDir dir;
+  Case in;
+  in.metadata = {{"format", "fp8.e5m2.inf"}};
+  in.add(Tensor::from_f32("input", {2}, std::vector<float>{1.0f, 3.0f}));
+  fs::create_directories(dir.path / "g/fmt");
+  write_case(dir / "g/fmt/a.safetensors", run_reference(*find_format("fp8.e5m2.inf"), in));
+  Manifest m;
+  upsert(m, describe_case_file(dir / "g", "fmt/a.safetensors"));
+  write_manifest(dir / "g", m);
+  const std::string manifest = dir / "g/MANIFEST.json", listed = dir / "g/fmt/a.safetensors";
+  const std::string before = slurp(manifest);
+  // conform and golden check read it by name; compare and audit --state read it to verify a listed case
+  for (const std::string& args : {"conform --golden " + (dir / "g") + " --markdown " + manifest,
+                                  "conform --golden " + (dir / "g") + " --report " + manifest,
+                                  "compare " + listed + " " + listed + " --report " + manifest,
+                                  "audit -q --formats torchao.fp8 --block-sizes 32 --state " + listed + " --tensors input --csv " +
+                                      manifest}) {
+    CAPTURE(args);
+    const Run r = lowbit_cli(args);
+    CHECK(r.code == 2);
+    CHECK(r.output.find("cannot write '" + manifest + "': it is an input of this run") != std::string::npos);
+    CHECK(slurp(manifest) == before);
+  }
+  CHECK(lowbit_cli("golden check --golden " + (dir / "g")).code == 0);
+}
+
 TEST_CASE("names and metadata from a file are printed escaped; an unknown command is named; nothing to check is exit 2") {
   TempDir dir;
   Case evil;

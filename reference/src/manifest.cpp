@@ -56,6 +56,7 @@ Manifest read_golden_manifest(const std::string& dir) {
   const std::string path = manifest_path(dir);
   if (!std::filesystem::exists(path)) throw CaseError("no golden cases: " + path + " does not exist (give --golden DIR)");
   if (!std::filesystem::is_regular_file(path)) throw CaseError("no golden cases: " + path + " is not a file");
+  note_input_file(path);  // the run's input like its cases: `conform --markdown DIR/MANIFEST.json` replaced it
   return read_manifest(dir);
 }
 
@@ -132,6 +133,7 @@ Case read_case_guarded(const std::string& path) {
   for (const fs::path& file : {as_written, resolved}) {
     for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
       if (fs::exists(dir / "MANIFEST.json")) {
+        note_input_file(manifest_path(dir.string()));  // read, so no output of the run may replace it
         const Manifest m = read_manifest(dir.string());
         if (const ManifestEntry* e = find_entry(m, file.lexically_relative(dir).generic_string())) {
           Case c = read_verified_case(dir.string(), *e);
