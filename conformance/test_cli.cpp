@@ -142,6 +142,21 @@ TEST_CASE("outputs never destroy inputs: a report over an input, a device, a lin
     CHECK(run.code == 2);
     CHECK(run.output.find(r.words) != std::string::npos);
   }
+  // audit's --csv and a report on one file: refused before the run, so neither is written
+  const std::string audit = "audit -q --formats torchao.fp8 --block-sizes 32 --input normal:n=64 --csv ";
+  for (const std::string& args : {audit + (dir / "o.csv") + " --report " + (dir / "o.csv"),
+                                  audit + (dir / "o.md") + " --report " + (dir / "o.json"),
+                                  "audit --trajectory --steps 1 --formats 'coat.*' --csv " + (dir / "o.md") + " --markdown " +
+                                      dir.path.string() + "/./o.md"}) {
+    CAPTURE(args);
+    const Run run = lowbit_cli(args);
+    CHECK(run.code == 2);
+    CHECK(run.output.find("--csv and a report would both be written to") != std::string::npos);
+    CHECK(count_lines(run.output) == 1);
+  }
+  CHECK_FALSE(fs::exists(dir.path / "o.csv"));
+  CHECK_FALSE(fs::exists(dir.path / "o.md"));
+  CHECK_FALSE(fs::exists(dir.path / "o.json"));
   CHECK(slurp(dir / "a.safetensors") == a_bytes);
   CHECK(slurp(dir / "b.safetensors") == b_bytes);
   CHECK(fs::is_character_file("/dev/null"));

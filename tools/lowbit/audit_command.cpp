@@ -200,9 +200,14 @@ std::vector<const FormatSpec*> selected(const std::vector<std::string>& globs,
   }
 }
 
-// --csv is checked before the work starts, like --report.
-void check_csv_path(const std::string& path) {
+// --csv is checked before the work starts, like --report, and against the reports' paths (after
+// ReportOutput::prepare has derived the Markdown one): one file for both was written, then the
+// second write refused, after the whole run.
+void check_csv_path(const std::string& path, const ReportOutput& output) {
   if (path.empty()) return;
+  for (const std::string& report : {output.json_path, output.markdown_path})
+    if (!report.empty() && same_file(path, report))
+      throw UsageError("--csv and a report would both be written to '" + path + "'; give them different files");
   try {
     ensure_writable(path);
   } catch (const std::exception& e) {
@@ -226,8 +231,8 @@ int run_trajectory(AuditOptions o) {
   const FormatSpec* baseline = find_format(audit::kTrajectoryBaseline);
   std::erase(formats, baseline);
   formats.insert(formats.begin(), baseline);
-  check_csv_path(o.csv_path);
   o.output.prepare();
+  check_csv_path(o.csv_path, o.output);
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<std::vector<audit::TrajectoryPoint>> runs(formats.size());
   const auto count = static_cast<long long>(formats.size());
@@ -318,8 +323,8 @@ int run_audit(AuditOptions o) {
     }
   }
   if (!o.tensors.empty() && o.state.empty()) throw UsageError("--tensors needs --state FILE");
-  check_csv_path(o.csv_path);
   o.output.prepare();
+  check_csv_path(o.csv_path, o.output);
 
   std::vector<Source> sources;
   for (const auto& spec : o.inputs) sources.push_back({spec, ""});
