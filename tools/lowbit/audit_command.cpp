@@ -299,8 +299,9 @@ int run_trajectory(AuditOptions o) {
   }
   fmt::print("audit --trajectory: {} formats x {} steps in {:.1f} s on {} thread(s)\n", formats.size(), o.steps,
              seconds, o.threads);
-  if (!o.csv_path.empty()) write_file_atomically(o.csv_path, csv);
-  o.output.write(j.dump(2) + "\n", md);
+  std::vector<std::pair<std::string, std::string>> csv_file;
+  if (!o.csv_path.empty()) csv_file.emplace_back(o.csv_path, csv);
+  o.output.write(j.dump(2) + "\n", md, csv_file);
   return kConformant;
 }
 
@@ -411,8 +412,9 @@ int run_audit(AuditOptions o) {
     }
   }
   fmt::print("audit: {} rows in {:.1f} s on {} thread(s)\n", rows.size(), seconds, o.threads);
-  if (!o.csv_path.empty()) write_file_atomically(o.csv_path, to_csv(rows));
-  o.output.write(to_json(o, infos, rows).dump(2) + "\n", to_markdown(o, infos, rows));
+  std::vector<std::pair<std::string, std::string>> csv_file;
+  if (!o.csv_path.empty()) csv_file.emplace_back(o.csv_path, to_csv(rows));
+  o.output.write(to_json(o, infos, rows).dump(2) + "\n", to_markdown(o, infos, rows), csv_file);
   return kConformant;
 }
 

@@ -28,9 +28,13 @@ void ReportOutput::prepare() {
   }
 }
 
-void ReportOutput::write(const std::string& json_text, const std::string& markdown_text) const {
-  if (!json_path.empty()) write_file_atomically(json_path, json_text);
-  if (!markdown_path.empty()) write_file_atomically(markdown_path, markdown_text);
+void ReportOutput::write(const std::string& json_text, const std::string& markdown_text,
+                         const std::vector<std::pair<std::string, std::string>>& more) const {
+  FileBatch batch;
+  for (const auto& [path, contents] : more) batch.stage(path, contents);
+  if (!json_path.empty()) batch.stage(json_path, json_text);
+  if (!markdown_path.empty()) batch.stage(markdown_path, markdown_text);
+  batch.publish();
 }
 
 }  // namespace lowbit::cli
