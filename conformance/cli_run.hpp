@@ -20,9 +20,9 @@ struct Run {
   std::string output;  // stdout and stderr together
 };
 
-// A shell command line, its stderr joined to its stdout.
-inline Run run_shell(const std::string& command) {
-  FILE* p = popen((command + " 2>&1").c_str(), "r");
+// A shell command line as given: its exit status and what it wrote to the pipe.
+inline Run run_pipe(const std::string& line) {
+  FILE* p = popen(line.c_str(), "r");
   REQUIRE(p);
   std::string out;
   std::array<char, 4096> buf{};
@@ -31,6 +31,9 @@ inline Run run_shell(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// A shell command line, its stderr joined to its stdout.
+inline Run run_shell(const std::string& command) { return run_pipe(command + " 2>&1"); }
+
 inline Run lowbit_cli(const std::string& args) { return run_shell(std::string(LOWBIT_CLI) + " " + args); }
 
 inline std::string slurp(const std::filesystem::path& p) {
@@ -38,6 +41,21 @@ inline std::string slurp(const std::filesystem::path& p) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// stdout and stderr apart: an error line is judged on stderr alone, whatever a command printed
+// before it failed. stdout goes through a file outside any scratch folder.
+struct SplitRun {
+  int code;
+  std::string out, err;
+};
+inline SplitRun run_shell_split(const std::string& command) {
+  const std::filesystem::path out_file =
+      std::filesystem::temp_directory_path() / ("lowbit_stdout_" + std::to_string(::getpid()));
+  const Run r = run_pipe("{ " + command + "; } 2>&1 >'" + out_file.string() + "'");
+  SplitRun split{r.code, slurp(out_file), r.output};
+  std::filesystem::remove(out_file);
+  return split;
 }
 
 inline std::size_t count_lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }
