@@ -67,10 +67,12 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -79,6 +81,7 @@
 #include "lowbit/case.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/manifest.hpp"
+#include "markdown_table.hpp"
 
 namespace fs = std::filesystem;
 using namespace lowbit;
@@ -259,4 +262,76 @@ TEST_CASE("compare on a case of 60 000 tensors runs in linear time (a lookup per
   CHECK(run.output.find("t59999: 1 elements, 0 mismatches") != std::string::npos);
   // about 2 s here (8 s under ASan); the scan per tensor took 12.6 s for 20 000 tensors, 9 times that for 60 000
   CHECK(seconds < 40.0);
+}
+
+namespace {
+
+// Every table row of a Markdown text has its header's columns; returns the rows (separators too).
+std::size_t checked_table_rows(const std::string& md) {
+  std::istringstream lines(md);
+  std::size_t header = 0, rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '|') {
+      header = 0;
+    } else if (header == 0) {
+      header = markdown_columns(line);
+    } else {
+      CAPTURE(line);
+      CHECK(markdown_columns(line) == header);
+      ++rows;
+    }
+  }
+  return rows;
+}
+
+bool has_control_bytes(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7F; });
+}
+
+}  // namespace
+
+TEST_CASE("Markdown reports of compare, conform and audit keep their tables whatever the names in the files") {
+  TempDir dir("lowbit_hostile_md_");
+  const std::string evil = "x|y`z\n| forged | row |\x1b[2J<script>alert(1)</script>";
+  // compare: a case of the format with a hostile extra tensor and format-free metadata, against itself
+  // with one code changed, so the mismatch table is rendered too
+  Case e = fp8_case({1.0f, 2.0f, 3.0f});
+  e.add(Tensor::from_bytes(evil, DType::U8, {1}, std::vector<std::uint8_t>{1}));
+  e.metadata["note"] = evil;
+  write_case(dir / "e.safetensors", e);
+  Case a = e;
+  a.find("codes")->bytes[2] ^= 1;
+  a.find(evil)->bytes[0] = 2;
+  write_case(dir / "a.safetensors", a);
+  const Run compare = lowbit_cli("compare " + (dir / "e.safetensors") + " " + (dir / "a.safetensors") + " --markdown " +
+                                 (dir / "c.md"));
+  CHECK(compare.code == 1);
+  const std::string c_md = slurp(dir.path / "c.md");
+  CHECK(checked_table_rows(c_md) >= 2 + 4 + 1);
+  CHECK_FALSE(has_control_bytes(c_md));
+  CHECK(c_md.find("| `x\\x7Cy\\x60z\\n\\x7C forged \\x7C row \\x7C\\x1B[2J<script>alert(1)</script>` |") != std::string::npos);
+
+  // conform: a golden folder whose path holds | and a backtick
+  const fs::path golden = dir.path / "g|`x";
+  golden_folder(golden, "fp8.e5m2.inf/a.safetensors", fp8_case({1.0f, 3.0f}));
+  const Run conform = lowbit_cli("conform --golden '" + golden.string() + "' --markdown " + (dir / "conform.md"));
+  CHECK(conform.code == 0);
+  const std::string k_md = slurp(dir.path / "conform.md");
+  CHECK(checked_table_rows(k_md) == 2);  // separator and one format
+  CHECK(k_md.find("Golden folder `" + dir.path.string() + "/g\\x7C\\x60x`") != std::string::npos);
+
+  // audit --state: the input heading is FILE:tensor, the tensor named by the file
+  Case state;
+  std::vector<float> m(4096);
+  for (std::size_t i = 0; i < m.size(); ++i) m[i] = static_cast<float>(i % 89) * 1e-3f - 0.04f;
+  state.add(Tensor::from_f32("exp_avg" + evil, {4096}, m));
+  write_case(dir / "s.safetensors", state);
+  const Run audit = lowbit_cli("audit -q --formats torchao.fp8 --block-sizes 256 --state " + (dir / "s.safetensors") +
+                               " --markdown " + (dir / "audit.md"));
+  CHECK(audit.code == 0);
+  CHECK(audit.output.find('\x1b') == std::string::npos);  // the terminal lines escape it too
+  const std::string u_md = slurp(dir.path / "audit.md");
+  CHECK(checked_table_rows(u_md) >= 3 * 2);
+  CHECK_FALSE(has_control_bytes(u_md));
+  CHECK(u_md.find("\n## `" + dir.path.string() + "/s.safetensors:exp_avgx\\x7Cy") != std::string::npos);
 }
