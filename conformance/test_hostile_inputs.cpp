@@ -10,7 +10,7 @@
 //   inspect, short qmap                        here, "schema" table
 //   inspect, scale shorter than codes/block    here, "schema" table
 //   inspect, scale with 0 columns              here, "schema" table
-//   compare, expected case lacks `input`       here, "schema" table
+//   compare, expected case lacks `input`       here, "schema" table (exit 1: compared, not explained)
 //   conform, Adam case with a 0-entry qmap     here, "schema" table
 // Unchecked numbers:
 //   outliers:block=1e30 (generate, audit)      test_cli "every number of an input spec and every size parameter ..."
@@ -244,6 +244,78 @@ TEST_CASE("the issue's reproductions of unchecked numbers, lost files, non-files
       {"files named torch-cpu-eager in the working folder",
        "cd " + d + "/cwd && " + LOWBIT_CLI + " compare " + d + "/adam.safetensors " + d + "/adam.safetensors", 0,
        {"conformant", "policy torch-cpu-eager"}, true},
+  };
+  for (const Repro& r : table) check(r, dir.path);
+}
+
+TEST_CASE("the issue's reproductions on well-formed but inconsistent cases: exit 2 naming the file and the tensor") {
+  TempDir dir("lowbit_hostile_schema_");
+  const std::string d = dir.path.string();
+  const auto with = [](Case c, const Tensor& t) {
+    c.add(t);
+    return c;
+  };
+  const auto path = [&](const std::string& name) { return d + "/" + name + ".safetensors"; };
+  // torchao's 8-bit codebook, 4096 values in blocks of 256: a qmap of 256 entries, 16 scales
+  Case codebook_in;
+  codebook_in.metadata = {{"format", "torchao.codebook8.signed"}, {"params", R"({"block_size":256})"}};
+  std::vector<float> x(4096);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(static_cast<int>(i % 61) - 30) * 0.1f;
+  codebook_in.add(Tensor::from_f32("input", {4096}, x));
+  for (Tensor& t : find_format("torchao.codebook8.signed")->auxiliary_inputs(nlohmann::json::object())) codebook_in.add(t);
+  const Case codebook = run_reference(*find_format("torchao.codebook8.signed"), codebook_in);
+  REQUIRE(codebook.require("scale").shape == std::vector<std::int64_t>{16});
+  write_case(path("s1"), with(codebook, Tensor::from_f32("qmap", {0}, std::vector<float>{})));
+  write_case(path("s2"), with(codebook, Tensor::from_f32("qmap", {10}, std::vector<float>(10, 0.5f))));
+  write_case(path("s3"), with(codebook, Tensor::from_f32("scale", {1}, std::vector<float>{1.0f})));
+  // COAT's per-group activations: a [256, 4] scale made [256, 0]
+  const Case pergroup = first_golden("coat.act.pergroup");
+  REQUIRE(pergroup.require("scale").shape.size() == 2);
+  Tensor no_columns = pergroup.require("scale");
+  no_columns.shape[1] = 0;
+  no_columns.bytes.clear();
+  write_case(path("s4"), with(pergroup, no_columns));
+  // an expected FP8 case without its input, against an actual one whose code differs (the explainer reads input)
+  Case no_input = fp8_case({1.0f, 2.0f, 3.0f});
+  Case actual = no_input;
+  actual.find("codes")->bytes[2] ^= 1;
+  write_case(path("s5a"), actual);
+  std::erase_if(no_input.tensors, [](const Tensor& t) { return t.name == "input"; });
+  write_case(path("s5"), no_input);
+  // a hash-consistent golden folder whose torchao Adam case has a 0-entry exp_avg.qmap
+  golden_folder(dir.path / "g6", "torchao.adam.codebook8/s6.safetensors",
+                with(first_golden("torchao.adam.codebook8"), Tensor::from_f32("exp_avg.qmap", {0}, std::vector<float>{})));
+  // an expected case with no tensors at all
+  Case empty;
+  empty.metadata = {{"format", "fp8.e5m2.inf"}};
+  write_case(path("s7"), empty);
+  write_case(path("s7a"), fp8_case({1.0f}));
+  // a listed case whose params say block_size -1 (nlohmann read it as 2^64 - 1; conform said "not conformant")
+  Case minus_one = codebook;
+  minus_one.metadata["params"] = R"({"block_size":-1})";
+  golden_folder(dir.path / "g8", "torchao.codebook8.signed/s8.safetensors", minus_one);
+  // a torchao Adam case whose lr tensor is empty (read with .at(0): "vector::_M_range_check")
+  golden_folder(dir.path / "g9", "torchao.adam.fp8/s9.safetensors",
+                with(first_golden("torchao.adam.fp8"), Tensor::from_f32("lr", {0}, std::vector<float>{})));
+
+  const std::vector<Repro> table = {
+      {"inspect, an empty qmap", "inspect " + path("s1"), 2, {path("s1"), "'qmap'"}},
+      {"inspect, a short qmap", "inspect " + path("s2"), 2, {path("s2"), "'qmap'"}},
+      {"inspect, a scale shorter than codes / block", "inspect " + path("s3"), 2, {path("s3"), "'scale'"}},
+      {"inspect, a scale with 0 columns", "inspect " + path("s4"), 2, {path("s4"), "'scale'"}},
+      // the correct result: the tensors it has are compared; the explainers, which read input, run only
+      // on a complete expected case, so the differing code is genuine, not conformant
+      {"compare, the expected case lacks input", "compare " + path("s5") + " " + path("s5a"), 1,
+       {"NOT conformant", "[2] block 0: expected 0x", "genuine"}},
+      {"conform, an Adam case with a 0-entry exp_avg.qmap", "conform --golden " + d + "/g6", 2,
+       {d + "/g6/torchao.adam.codebook8/s6.safetensors", "'exp_avg.qmap'"}},
+      {"compare, an expected case with no tensors", "compare " + path("s7") + " " + path("s7a"), 2, {path("s7")}},
+      {"conform, a case whose block_size is -1", "conform --golden " + d + "/g8", 2,
+       {d + "/g8/torchao.codebook8.signed/s8.safetensors", "block_size"}},
+      {"conform, an Adam case with an empty lr", "conform --golden " + d + "/g9", 2,
+       {d + "/g9/torchao.adam.fp8/s9.safetensors", "'lr'"}},
+      {"compare, an Adam case with an empty lr", "compare " + d + "/g9/torchao.adam.fp8/s9.safetensors " + d +
+       "/g9/torchao.adam.fp8/s9.safetensors", 2, {d + "/g9/torchao.adam.fp8/s9.safetensors", "'lr'"}},
   };
   for (const Repro& r : table) check(r, dir.path);
 }
