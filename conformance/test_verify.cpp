@@ -55,7 +55,18 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs") {
     const char* caught_by;  // the input that must catch it
   };
   for (const Mutant& m : {Mutant{"mutant_reciprocal", "MISMATCH scaled-edges"},
-                          Mutant{"mutant_flush_subnormal", "MISMATCH edges"}}) {
+                          Mutant{"mutant_flush_subnormal", "MISMATCH edges"},
+                          Mutant{"mutant_fp8_ties_away", "MISMATCH edges"},
+                          Mutant{"mutant_codebook_ties_down", "MISMATCH scaled-edges"},
+                          Mutant{"mutant_fp8_saturate", "MISMATCH special"},
+                          Mutant{"mutant_fp8_overflow_nan", "MISMATCH special"},
+                          Mutant{"mutant_fp8_nan_sign", "MISMATCH special"},
+                          Mutant{"mutant_fp8_nan_payload", "MISMATCH special"},
+                          // only the golden case with NaNs catches it: no generated torchao.fp8 input has a NaN
+                          Mutant{"mutant_absmax_ignores_nan", "MISMATCH golden torchao/torchao.fp8/nonfinite.block256"},
+                          Mutant{"mutant_bf16_scale", "MISMATCH normal.n4096.seed1"},
+                          Mutant{"mutant_bnb_tail_codes_zero", "MISMATCH special"},
+                          Mutant{"mutant_bnb_cuda_search", "MISMATCH scaled-edges"}}) {
     CAPTURE(m.library);
     TempDir dir("lowbit_verify_");
     const Run r = lowbit_cli("verify --kernel " + plugin(m.library) + " --report " + (dir / "r.json") + " --save-cases " +
