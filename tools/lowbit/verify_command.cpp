@@ -39,8 +39,12 @@ std::vector<std::string> default_inputs(const FormatSpec& f) {
   std::vector<std::string> specs;
   if (f.edge_inputs) specs.push_back("edges");
   if (f.edge_inputs && f.default_params.contains("block_size")) specs.push_back("scaled-edges");
-  for (const char* s : {"special", "normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"})
-    specs.push_back(s);
+  specs.push_back("special");  // 18 values: one partial block
+  // the special values again, cycled over one whole block, for the formats that quantize whole
+  // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
+  if (f.default_params.contains("block_size"))
+    specs.push_back("special:n=" + f.default_params.at("block_size").dump());
+  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) specs.push_back(s);
   return specs;
 }
 
