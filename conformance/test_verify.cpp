@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "cli_runner.hpp"
+#include "cli_run.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/plugin_host.hpp"
 
@@ -18,7 +18,7 @@ namespace {
 
 std::string plugin(const std::string& name) { return std::string(LOWBIT_PLUGIN_DIR) + "/" + name + ".so"; }
 
-std::size_t count_lines(const std::string& text, const std::string& start) {
+std::size_t lines_starting(const std::string& text, const std::string& start) {
   std::size_t n = 0;
   for (std::size_t at = 0; (at = text.find("\n" + start, at)) != std::string::npos; ++at) ++n;
   return n + (text.starts_with(start) ? 1 : 0);
@@ -44,8 +44,8 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
     // COAT's activation formats take 2-D inputs the generators do not make: their golden cases only
     CHECK(r.code == 0);
     CHECK(r.output.find("cases conformant: conformant") != std::string::npos);
-    CHECK(count_lines(r.output, "MISMATCH") == 0);
-    CHECK(count_lines(r.output, "FAILED") == 0);
+    CHECK(lines_starting(r.output, "MISMATCH") == 0);
+    CHECK(lines_starting(r.output, "FAILED") == 0);
   }
 }
 
@@ -91,8 +91,8 @@ TEST_CASE("verify: a kernel that crashes, hangs or returns an error is reported 
     CAPTURE(b.library);
     // Under AddressSanitizer (the sanitize preset) the child would report its SIGSEGV and exit 1
     // instead of dying by the signal; let the signal through, as in a normal build.
-    const Run r = lowbit_cli("verify --kernel " + plugin(b.library) + " --input normal:n=256 --no-golden --timeout 0.5",
-                             "ASAN_OPTIONS=handle_segv=0");
+    const Run r = run_shell("ASAN_OPTIONS=handle_segv=0 " + std::string(LOWBIT_CLI) + " verify --kernel " +
+                            plugin(b.library) + " --input normal:n=256 --no-golden --timeout 0.5");
     CAPTURE(r.output);
     CHECK(r.code == 1);
     CHECK(r.output.find(b.words) != std::string::npos);
