@@ -118,6 +118,12 @@ TEST_CASE("verify refuses an unusable plugin with one line naming it, exit 2") {
     CHECK(r.output.find(b.library) != std::string::npos);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
   }
+  const Run bad_input = lowbit_cli("verify --kernel " + plugin("malformed_status") + " --input coat:n=3");
+  CHECK(bad_input.code == 2);
+  CHECK(bad_input.output.find("--input 'coat:n=3'") != std::string::npos);
+  const Run no_golden = lowbit_cli("verify --kernel " + plugin("malformed_status") + " --golden /nonexistent");
+  CHECK(no_golden.code == 2);
+  CHECK(no_golden.output.find("--golden: '/nonexistent' holds no MANIFEST.json") != std::string::npos);
   const Run missing = lowbit_cli("verify --kernel /nonexistent/plugin.so");
   CHECK(missing.code == 2);
   CHECK(missing.output.find("'/nonexistent/plugin.so' is not a file") != std::string::npos);

@@ -114,6 +114,10 @@ int run_verify(VerifyOptions o) {
   } catch (const std::exception& e) {
     throw UsageError(std::string("--policy: ") + e.what());
   }
+  // The shipped golden folder may lack cases of a format; a folder the user names must be one.
+  const bool golden_given = o.golden != shipped_golden_dir().string();
+  if (golden_given && !o.no_golden && !std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json"))
+    throw UsageError("--golden: '" + o.golden + "' holds no MANIFEST.json");
   // The default inputs are made for any format; one a format cannot take (COAT's activations want
   // 2-D tiles, torchao whole blocks) is skipped with its reason. An --input given is never skipped.
   const bool defaults = o.inputs.empty();
@@ -158,6 +162,10 @@ int run_verify(VerifyOptions o) {
         return expected;  // the next step starts from the reference's state
       });
     } catch (const SkippedInput&) {
+    } catch (const PluginError&) {
+      throw;
+    } catch (const std::exception& e) {  // an input the format cannot take, named as the user gave it
+      throw UsageError("--input '" + text + "': " + e.what());
     }
   }
   if (!o.no_golden && std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json")) {
@@ -177,16 +185,17 @@ int run_verify(VerifyOptions o) {
     else j["comparison"] = report_json(v.report);
     cases.push_back(j);
     if (!v.conformant())
-      details += "\n### " + v.label + "\n\n" + (v.failure.empty() ? report_markdown(v.report) : "The kernel " + v.failure + ".\n");
+      details += "\n### " + markdown_code(v.label) + "\n\n" +
+                 (v.failure.empty() ? report_markdown(v.report) : "The kernel " + markdown_text(v.failure) + ".\n");
   }
   const bool all = conformant == results.size();
   fmt::print("verify: kernel {} ({}), format {}, policy {}: {} of {} cases conformant: {}\n", printable(k.kernel),
              printable(library), format.name, policy.name, conformant, results.size(), all ? "conformant" : "NOT conformant");
   const nlohmann::json report = {{"kernel", k.kernel}, {"library", library},   {"format", format.name},
                                  {"policy", policy.name}, {"conformant", all}, {"cases", cases}};
-  const std::string md = fmt::format("# lowbit verify: kernel `{}`, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}",
-                                     k.kernel, format.name, all ? "conformant" : "NOT conformant", conformant, results.size(),
-                                     policy.name, details);
+  const std::string md = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}",
+                                     markdown_code(k.kernel), format.name, all ? "conformant" : "NOT conformant", conformant,
+                                     results.size(), markdown_text(policy.name), details);
   o.output.write(report.dump(2) + "\n", md);
   return all ? kConformant : kNotConformant;
 }
