@@ -172,30 +172,14 @@ TEST_CASE("hostile names, origins, format, policy and faults keep every Markdown
 
   // the benign report's lines plus the fault's row and the extra tensor's line: nothing forged a line
   CHECK(std::count(md.begin(), md.end(), '\n') == std::count(benign.begin(), benign.end(), '\n') + 2);
-  CHECK(std::none_of(md.begin(), md.end(), [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7F; }));
+  CHECK_FALSE(has_control_bytes(md));
   CHECK(md.find("<script>alert(1)</script>`") != std::string::npos);  // inside a code span: shown, not run
   CHECK(md.find("\\<script\\>") != std::string::npos);               // in running text: escaped
   CHECK(md.find("| `n\\x7Ca\\x60m\\x60e\\n\\x7C forged \\x7C row \\x7C\\x1B[31m</td><script>alert(1)</script>` |") !=
         std::string::npos);
   // every row of a table has its header's columns; the rows are the benign report's and the fault's
-  const auto table_rows = [](const std::string& text) {
-    std::istringstream lines(text);
-    std::size_t header = 0, rows = 0;
-    for (std::string line; std::getline(lines, line);) {
-      if (line.empty() || line[0] != '|') {
-        header = 0;
-      } else if (header == 0) {
-        header = markdown_columns(line);
-      } else {
-        CAPTURE(line);
-        CHECK(markdown_columns(line) == header);
-        ++rows;
-      }
-    }
-    return rows;
-  };
-  CHECK(table_rows(md) == table_rows(benign) + 1);
-  CHECK(table_rows(benign) >= 2 + 3 + 1);  // separators, three tensors, a mismatch at least
+  CHECK(checked_table_rows(md) == checked_table_rows(benign) + 1);
+  CHECK(checked_table_rows(benign) >= 2 + 3 + 1);  // separators, three tensors, a mismatch at least
 }
 
 TEST_CASE("tolerance policies are data: built-in, by name, by path; bad ones are refused") {

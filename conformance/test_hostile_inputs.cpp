@@ -336,32 +336,6 @@ TEST_CASE("compare on a case of 60 000 tensors runs in linear time (a lookup per
   CHECK(seconds < 40.0);
 }
 
-namespace {
-
-// Every table row of a Markdown text has its header's columns; returns the rows (separators too).
-std::size_t checked_table_rows(const std::string& md) {
-  std::istringstream lines(md);
-  std::size_t header = 0, rows = 0;
-  for (std::string line; std::getline(lines, line);) {
-    if (line.empty() || line[0] != '|') {
-      header = 0;
-    } else if (header == 0) {
-      header = markdown_columns(line);
-    } else {
-      CAPTURE(line);
-      CHECK(markdown_columns(line) == header);
-      ++rows;
-    }
-  }
-  return rows;
-}
-
-bool has_control_bytes(const std::string& text) {
-  return std::any_of(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7F; });
-}
-
-}  // namespace
-
 TEST_CASE("Markdown reports of compare, conform and audit keep their tables whatever the names in the files") {
   TempDir dir("lowbit_hostile_md_");
   const std::string evil = "x|y`z\n| forged | row |\x1b[2J<script>alert(1)</script>";
