@@ -220,6 +220,12 @@ float Tensor::value_as_float(std::size_t i) const {
   return float_of_bits(dtype, bits_at(i));
 }
 
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
 Tensor Tensor::from_f32(std::string name, std::vector<std::int64_t> shape, std::span<const float> data) {
   return from_bytes(std::move(name), DType::F32, std::move(shape),
                     {reinterpret_cast<const std::uint8_t*>(data.data()), data.size_bytes()});

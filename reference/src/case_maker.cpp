@@ -7,19 +7,13 @@ namespace lowbit {
 
 namespace {
 
-std::string sanitized(std::string name) {
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return name;
-}
-
 std::string param_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 // "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable.
 std::string case_stem(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
   std::string name = spec.kind;
   for (const auto& [k, v] : spec.args) name += "." + k + v;
-  return sanitized(name + differing_params(format, params));
+  return file_name_safe(name + differing_params(format, params));
 }
 
 // The same spec with another seed: the parameter draws seed, step k's gradient seed + k.
@@ -46,6 +40,12 @@ CaseToRun with_metadata(Case in, const FormatSpec& format, const nlohmann::json&
 
 }  // namespace
 
+std::string file_name_safe(std::string name) {
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return name;
+}
+
 std::string differing_params(const FormatSpec& format, const nlohmann::json& params) {
   std::string part;
   for (const auto& [k, v] : params.items())
@@ -61,7 +61,7 @@ bool takes_input(const FormatSpec& format) {
 CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, const MadeBy& made_by) {
   std::string stem;
   for (const auto& [k, v] : params.items()) stem += (stem.empty() ? "" : ".") + k + "-" + param_value_text(v);
-  return with_metadata(Case{}, format, params, sanitized(stem.empty() ? "case" : stem), "none", 0, made_by);
+  return with_metadata(Case{}, format, params, file_name_safe(stem.empty() ? "case" : stem), "none", 0, made_by);
 }
 
 void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,

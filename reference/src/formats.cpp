@@ -80,10 +80,7 @@ std::vector<const FormatSpec*> select_formats(const std::vector<std::string>& gl
 }
 
 std::size_t positive_size_param(const nlohmann::json& params, const char* key) {
-  const nlohmann::json& v = params.at(key);
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > INT32_MAX)
-    throw std::runtime_error(std::string(key) + " must be a whole number from 1 to 2147483647 (got " + v.dump() + ")");
-  return static_cast<std::size_t>(v.get<std::int64_t>());
+  return static_cast<std::size_t>(extent_param(param_extent(key), params));  // the layouts' own rule and message
 }
 
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) {
@@ -95,6 +92,23 @@ nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given) 
   return p;
 }
 
+namespace {
+
+// A format hook's result; its errors as CaseErrors naming the case's file and the format (a
+// precondition of the arithmetic, e.g. COAT's divisibility rules), those that name it already as they are.
+template <class Hook>
+auto naming_the_case(const FormatSpec& f, const Case& c, Hook hook) {
+  try {
+    return hook();
+  } catch (const CaseError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw CaseError(c.origin + ": format " + f.name + ": " + e.what());
+  }
+}
+
+}  // namespace
+
 Case run_reference(const FormatSpec& f, const Case& in) {
   validate_case(f, in, CaseScope::Inputs);
   Case out;
@@ -104,15 +118,7 @@ Case run_reference(const FormatSpec& f, const Case& in) {
   for (const std::string& name : f.optional_inputs)
     if (const Tensor* t = in.find(name)) out.add(*t);
   const nlohmann::json params = resolve_params(f, in.params());
-  std::vector<Tensor> produced;
-  try {
-    produced = f.run(out, params);
-  } catch (const CaseError&) {
-    throw;  // names its file already
-  } catch (const std::exception& e) {  // a precondition of the arithmetic (e.g. COAT's divisibility rules)
-    throw CaseError(in.origin + ": format " + f.name + ": " + e.what());
-  }
-  for (Tensor& t : produced) out.add(std::move(t));
+  for (Tensor& t : naming_the_case(f, in, [&] { return f.run(out, params); })) out.add(std::move(t));
   out.origin = "reference " + f.name;
   return out;
 }
@@ -122,13 +128,7 @@ DequantizedState dequantized_state(const FormatSpec& f, const Case& c) {
   if (!f.dequantize) return {{}, "format " + f.name + " has no dequantizer"};
   for (const std::string& name : f.dequantize_reads)
     if (!c.find(name)) return {{}, "tensor '" + name + "' is missing"};
-  try {
-    return {f.dequantize(c, resolve_params(f, c.params())), {}};
-  } catch (const CaseError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw CaseError(c.origin + ": format " + f.name + ": " + e.what());
-  }
+  return {naming_the_case(f, c, [&] { return f.dequantize(c, resolve_params(f, c.params())); }), {}};
 }
 
 Case advanced_state(const Case& done) {

@@ -9,12 +9,6 @@ namespace lowbit {
 
 namespace {
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 [[noreturn]] void fail(const FormatSpec& f, const Case& c, const std::string& tensor, const std::string& rule) {
   throw CaseError(c.origin + ": format " + f.name + ", tensor '" + tensor + "': " + rule);
 }

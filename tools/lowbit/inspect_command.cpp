@@ -60,12 +60,6 @@ std::vector<float> as_floats(const Tensor& t) {
   return out;
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 int run_inspect(const std::string& path) {
   const Case c = read_case_guarded(path);
   fmt::print("{}\n", printable(path));

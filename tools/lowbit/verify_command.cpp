@@ -79,12 +79,6 @@ PluginKernel pick_kernel(const VerifyOptions& o, std::string& library) {
   throw UsageError("--kernel: " + library + " has no kernel named '" + name + "' (it has " + names + ")");
 }
 
-std::string file_stem(std::string label) {
-  for (char& c : label)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return label;
-}
-
 std::string case_line(const VerifiedCase& v) {
   if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
   std::uint64_t elements = 0, mismatches = 0, allowed = 0;
@@ -129,7 +123,7 @@ int run_verify(VerifyOptions o) {
     fmt::print("{}\n", case_line(v));
     std::fflush(stdout);
     if (!o.save_cases.empty() && !v.conformant()) {
-      const std::string stem = (std::filesystem::path(o.save_cases) / file_stem(v.label)).string();
+      const std::string stem = (std::filesystem::path(o.save_cases) / file_name_safe(v.label)).string();
       write_case(stem + ".expected.safetensors", v.expected);
       write_case(stem + ".actual.safetensors", v.actual);
     }

@@ -20,6 +20,7 @@ namespace lowbit {
 std::string_view dtype_name(DType d);                     // safetensors spelling: "F32", "F8_E4M3", ...
 std::optional<DType> parse_dtype(std::string_view name);
 std::size_t dtype_size(DType d);
+std::string shape_text(const std::vector<std::int64_t>& shape);  // "[2, 3]", for messages and listings
 
 // The value of a floating-point element (F32, F16, BF16) from its bit pattern; throws for other dtypes.
 float float_of_bits(DType d, std::uint64_t bits);

@@ -36,6 +36,9 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
 // The case of a format that takes no input (a table), with its metadata.
 CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, const MadeBy& made_by);
 
+// A name as a file name: every character but letters, digits, '.', '-' and '_' becomes '_'.
+std::string file_name_safe(std::string name);
+
 // Whether the format's cases are made from an input spec (it reads `input`, or steps an optimizer).
 bool takes_input(const FormatSpec& format);
 

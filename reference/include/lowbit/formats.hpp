@@ -96,7 +96,8 @@ bool format_matches(std::string_view glob, std::string_view name);
 std::vector<const FormatSpec*> select_formats(const std::vector<std::string>& globs,
                                               const std::function<bool(const FormatSpec&)>& has_hook);
 // A size parameter (block_size, group_size, expand_min) of resolved params: a whole number from 1 to
-// 2^31 - 1, else std::runtime_error naming it (nlohmann's get<size_t>() would read -1 as 2^64 - 1).
+// 2^31 - 1, else std::invalid_argument naming it, by the layouts' rule (extent_param in layout.hpp);
+// nlohmann's get<size_t>() would read -1 as 2^64 - 1.
 std::size_t positive_size_param(const nlohmann::json& params, const char* key);
 // params = defaults overlaid with the given object; unknown keys are an error naming the format.
 nlohmann::json resolve_params(const FormatSpec& f, const nlohmann::json& given);
