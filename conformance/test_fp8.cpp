@@ -261,6 +261,54 @@ TEST_CASE("a sweep finds and reports a wrong conversion") {
   CHECK(e4m3(r.first_mismatches[0].actual) == e4m3(0x7E));
 }
 
+TEST_CASE("a sweep against the reference (Expected::Reference) counts as one against the checker") {
+  // The same wrong conversion, given the bf16 bits (candidate_bits), held against the reference
+  // encoder instead of the checker: the same mismatches, classes and ties, input by input, for
+  // every source type and policy; the reference's classification is read off its own truncation.
+  for (Source s : {Source::BF16, Source::F16}) {
+    for (const Policy& p : {torch_eager_legacy<E4M3FN>(), cuda_satfinite(), cuda_nosat<E4M3FN>()}) {
+      SweepConfig cfg;
+      cfg.format = FormatId::E4M3FN;
+      cfg.policy = p;
+      cfg.source = s;
+      cfg.max_reported_mismatches = 1000000;
+      const bool from_bf16 = s == Source::BF16;
+      cfg.candidate_bits = [from_bf16](std::uint32_t h, std::uint32_t) {
+        const auto bits16 = static_cast<std::uint16_t>(h);
+        return encode_nearest_even<E4M3FN>(from_bf16 ? widen_bf16(bits16) : widen_f16(bits16), torch_eager<E4M3FN>());
+      };
+      const SweepResult by_checker = run_sweep(cfg);
+      cfg.expected = Expected::Reference;
+      const SweepResult by_reference = run_sweep(cfg);
+      CAPTURE(source_name(s));
+      CAPTURE(overflow_name(p.overflow));
+      CHECK(by_checker.mismatches > 0);
+      CHECK(by_reference.mismatches == by_checker.mismatches);
+      CHECK(by_reference.ties.inputs == by_checker.ties.inputs);
+      CHECK(by_reference.ties.inputs > 0);
+      for (std::size_t k = 0; k < kInputClasses.size(); ++k) {
+        CHECK(by_reference.by_class[k].inputs == by_checker.by_class[k].inputs);
+        CHECK(by_reference.by_class[k].mismatches == by_checker.by_class[k].mismatches);
+      }
+      REQUIRE(by_reference.first_mismatches.size() == by_checker.first_mismatches.size());
+      for (std::size_t i = 0; i < by_checker.first_mismatches.size(); ++i) {
+        CHECK(by_reference.first_mismatches[i].input_bits == by_checker.first_mismatches[i].input_bits);
+        CHECK(by_reference.first_mismatches[i].expected == by_checker.first_mismatches[i].expected);
+      }
+    }
+  }
+}
+
+TEST_CASE("a sweep refuses a reference-only comparison and two candidates") {
+  SweepConfig cfg;
+  cfg.source = Source::BF16;
+  cfg.expected = Expected::Reference;  // the reference against itself would prove nothing
+  CHECK_THROWS_AS(run_sweep(cfg), std::invalid_argument);
+  cfg.candidate = [](float x, std::uint32_t) { return encode_nearest_even<E4M3FN>(x, cuda_satfinite()); };
+  cfg.candidate_bits = [](std::uint32_t, std::uint32_t) { return std::uint8_t{0}; };
+  CHECK_THROWS_AS(run_sweep(cfg), std::invalid_argument);
+}
+
 // ---- The traits and the dispatcher ---------------------------------------------------------
 
 TEST_CASE("traits: the derived codes and values of E4M3FN and E5M2 are OCP OFP8's") {

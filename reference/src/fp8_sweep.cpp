@@ -68,13 +68,34 @@ float widen(std::uint32_t pattern) {
   else return widen_f16(static_cast<std::uint16_t>(pattern));
 }
 
-template <class Format, Source S, Rounding R>
+// Expected::Reference: the rounded magnitude index (past max_finite when it overflows) and whether
+// the input lies exactly half-way between two codes, read off the reference's own truncation, so
+// that the classes and ties are counted as the checker counts them without its search.
+struct Rounded {
+  std::size_t magnitude;
+  bool tie;
+};
+
+template <class Format, Rounding R>
+Rounded rounded_by_reference(float x, std::uint32_t random_bits) {
+  const detail::Truncated t = detail::truncate_magnitude<Format>(bits_of(x) & 0x7FFFFFFFu);
+  const bool up = R == Rounding::Stochastic ? detail::rounds_up_stochastic(t, random_bits)
+                                            : detail::rounds_up_nearest_even(t);
+  // The checker has no midpoint past the first overflowing magnitude (nothing rounds there).
+  const bool tie = t.code <= Format::max_finite && t.shift < 64 && t.rem == std::uint64_t{1} << (t.shift - 1);
+  return {t.code + (up ? 1u : 0u), tie};
+}
+
+// AgainstReference: Expected::Reference, a template parameter so that the checker's sweeps keep
+// their loop as it was.
+template <class Format, Source S, Rounding R, bool AgainstReference>
 void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint64_t begin, std::uint64_t end,
                  ChunkResult& out) {
   // Locals, not members of cfg or out: the loop writes tallies, and the compiler must not reload
   // loop invariants through possibly aliasing references on every input.
   const Policy policy = cfg.policy;
   const bool has_candidate = static_cast<bool>(cfg.candidate);
+  const bool has_candidate_bits = static_cast<bool>(cfg.candidate_bits);
   const std::uint64_t seed = cfg.seed;
   const double min_normal = checker.min_normal();
   std::array<Tally, kInputClasses.size()> by_class{};
@@ -85,28 +106,42 @@ void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint
     const auto pattern = static_cast<std::uint32_t>(n);
     const float x = widen<S>(pattern);
     const std::uint32_t random_bits = R == Rounding::Stochastic ? sweep_random_bits(seed, pattern) : 0;
+    auto reference = [&] {
+      if constexpr (R == Rounding::Stochastic) return encode_stochastic<Format>(x, random_bits, policy);
+      else return encode_nearest_even<Format>(x, policy);
+    };
     std::uint8_t actual;
     if (has_candidate) actual = cfg.candidate(x, random_bits);
-    else if constexpr (R == Rounding::Stochastic) actual = encode_stochastic<Format>(x, random_bits, policy);
-    else actual = encode_nearest_even<Format>(x, policy);
+    else if (has_candidate_bits) actual = cfg.candidate_bits(pattern, random_bits);
+    else actual = reference();
 
     std::uint8_t expected;
     InputClass cls;
     bool tie = false;
     if (std::isnan(x)) {
-      expected = checker.code_for_non_finite(x);
+      if constexpr (AgainstReference) expected = reference();
+      else expected = checker.code_for_non_finite(x);
       cls = InputClass::NaN;
     } else if (std::isinf(x)) {
-      expected = checker.code_for_non_finite(x);
+      if constexpr (AgainstReference) expected = reference();
+      else expected = checker.code_for_non_finite(x);
       cls = InputClass::Inf;
     } else {
       const double v = std::fabs(static_cast<double>(x));
-      interval = interval_known ? checker.advance(interval, v) : checker.interval_of(v);
-      interval_known = true;
-      const std::size_t magnitude = R == Rounding::Stochastic ? checker.rounded_stochastic(v, random_bits, interval)
-                                                               : checker.rounded_nearest_even(v, interval);
-      expected = checker.code_for(std::signbit(x), magnitude);
-      tie = checker.is_midpoint(v, interval);
+      std::size_t magnitude;
+      if constexpr (AgainstReference) {
+        const Rounded r = rounded_by_reference<Format, R>(x, random_bits);
+        magnitude = r.magnitude;
+        tie = r.tie;
+        expected = reference();
+      } else {
+        interval = interval_known ? checker.advance(interval, v) : checker.interval_of(v);
+        interval_known = true;
+        magnitude = R == Rounding::Stochastic ? checker.rounded_stochastic(v, random_bits, interval)
+                                              : checker.rounded_nearest_even(v, interval);
+        expected = checker.code_for(std::signbit(x), magnitude);
+        tie = checker.is_midpoint(v, interval);
+      }
       if (magnitude > Format::max_finite) cls = InputClass::Overflow;
       else if (v == 0) cls = InputClass::Zero;
       else if (v < min_normal) cls = InputClass::Subnormal;
@@ -137,7 +172,9 @@ SweepResult sweep_all(const SweepConfig& cfg) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(cfg.threads)
   for (std::int64_t c = 0; c < chunks; ++c) {
     const auto begin = static_cast<std::uint64_t>(c) * chunk;
-    sweep_chunk<Format, S, R>(checker, cfg, begin, begin + chunk, results[static_cast<std::size_t>(c)]);
+    ChunkResult& out = results[static_cast<std::size_t>(c)];
+    if (cfg.expected == Expected::Reference) sweep_chunk<Format, S, R, true>(checker, cfg, begin, begin + chunk, out);
+    else sweep_chunk<Format, S, R, false>(checker, cfg, begin, begin + chunk, out);
     const std::uint64_t finished = done.fetch_add(chunk) + chunk;
     if (cfg.progress && omp_get_thread_num() == 0) cfg.progress(finished, total);
   }
@@ -180,6 +217,11 @@ SweepResult sweep_format(const SweepConfig& cfg) {
 
 SweepResult run_sweep(const SweepConfig& cfg) {
   if (cfg.threads < 1) throw std::invalid_argument("thread count must be at least 1");
+  if (cfg.candidate && cfg.candidate_bits)
+    throw std::invalid_argument("a sweep takes one candidate conversion: candidate or candidate_bits, not both");
+  // The reference held against itself proves nothing: without a candidate only the checker is a test.
+  if (cfg.expected == Expected::Reference && !cfg.candidate && !cfg.candidate_bits)
+    throw std::invalid_argument("Expected::Reference needs a candidate conversion");
   const auto start = std::chrono::steady_clock::now();
   SweepResult r = dispatch(cfg.format, [&cfg](auto traits) { return sweep_format<decltype(traits)>(cfg); });
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -1,7 +1,8 @@
 #pragma once
 // Exhaustive FP8 conversion sweeps: every input of a source type (all 2^32 binary32 patterns, or all
-// 2^16 of bf16 or f16) encoded by the reference (fp8.hpp) and by the independent DoubleChecker, and
-// every disagreement counted and kept in input order. Deterministic for any thread count.
+// 2^16 of bf16 or f16) encoded by the reference (fp8.hpp) or a candidate conversion and compared with
+// the independent DoubleChecker (or, for a candidate, with the reference), and every disagreement
+// counted and kept in input order. Deterministic for any thread count.
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -30,6 +31,14 @@ inline constexpr std::array<InputClass, 6> kInputClasses{InputClass::Zero,     I
                                                          InputClass::NaN,      InputClass::Inf};
 std::string_view input_class_name(InputClass c);
 
+// What the converted codes are compared with.
+enum class Expected {
+  Checker,    // the independent DoubleChecker under the policy: what proves the reference itself
+  Reference,  // the reference encoder of fp8.hpp under the policy, for a candidate only: an official
+              // implementation held against the reference, which its own sweeps prove against the
+              // checker (test_fp8_sweep_f32). No checker search per input.
+};
+
 struct SweepConfig {
   FormatId format = FormatId::E4M3FN;
   Policy policy;
@@ -42,6 +51,11 @@ struct SweepConfig {
   // The conversion under test; empty means the reference encoder of fp8.hpp. A kernel author's
   // conversion (or a deliberately wrong one, in the self-tests) plugs in here.
   std::function<std::uint8_t(float x, std::uint32_t random_bits)> candidate;
+  // The same for a conversion that takes the source type's own bits (the binary32 pattern, or the
+  // bf16 or f16 pattern in the low 16 bits) instead of the widened float: CUDA's
+  // __nv_cvt_halfraw_to_fp8 and __nv_cvt_bfloat16raw_to_fp8. At most one of the two is set.
+  std::function<std::uint8_t(std::uint32_t pattern, std::uint32_t random_bits)> candidate_bits;
+  Expected expected = Expected::Checker;
 };
 
 struct Tally {
