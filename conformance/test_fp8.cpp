@@ -113,33 +113,36 @@ TEST_CASE("decoded landmarks: largest finite, smallest normal and subnormal") {
   CHECK(is_inf(decode<E5M2>(0xFC)));
 }
 
-TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), torch >= 2.13, CUDA SATFINITE") {
+TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), torch >= 2.13, CUDA SATFINITE and NOSAT") {
   // Expected codes: docs/formats/fp8.md#boundary-inputs (c10 and cuda_fp8.hpp at the versions that
   // page names); the torch >= 2.13 column read off torch/headeronly/util/Float8_e4m3fn.h in the
-  // 2.13.0 and 2.15.0 wheels.
+  // 2.13.0 and 2.15.0 wheels; CUDA's columns read off cuda_fp8.hpp (13.0) __nv_cvt_double_to_fp8,
+  // which test_cuda_fp8_host*.cpp run on every input.
   const Policy legacy = torch_eager_legacy<E4M3FN>();
   const Policy torch = torch_eager<E4M3FN>();
   const Policy sat = cuda_satfinite();
-  struct Row { float x; std::uint8_t legacy, torch, sat; };
+  const Policy nosat = cuda_nosat<E4M3FN>();
+  struct Row { float x; std::uint8_t legacy, torch, sat, nosat; };
   const Row rows[] = {
-      {448.0f, 0x7E, 0x7E, 0x7E},
-      {next_down(464.0f), 0x7E, 0x7E, 0x7E},
-      {464.0f, 0x7E, 0x7E, 0x7E},  // tie between 448 (even) and 480: stays at 448
-      {next_up(464.0f), 0x7F, 0x7E, 0x7E},
-      {480.0f, 0x7F, 0x7E, 0x7E},
-      {kInf, 0x7F, 0x7E, 0x7E},
-      {-kInf, 0xFF, 0xFE, 0xFE},
-      {kNaN, 0x7F, 0x7F, 0x7F},
-      {-kNaN, 0xFF, 0xFF, 0x7F},  // c10 keeps the NaN's sign; CUDA canonicalizes it away
-      {-0.0f, 0x80, 0x80, 0x80},
-      {std::ldexp(1.0f, -10), 0x00, 0x00, 0x00},  // half the smallest subnormal: tie to even zero
-      {next_up(std::ldexp(1.0f, -10)), 0x01, 0x01, 0x01},
-      {3 * std::ldexp(1.0f, -10), 0x02, 0x02, 0x02},
-      {5 * std::ldexp(1.0f, -10), 0x02, 0x02, 0x02},
-      {std::ldexp(1.0f, -6) - std::ldexp(1.0f, -10), 0x08, 0x08, 0x08},  // rounds up into the first normal
-      {1.0625f, 0x38, 0x38, 0x38},
-      {1.1875f, 0x3A, 0x3A, 0x3A},
-      {next_up(448.0f), 0x7E, 0x7E, 0x7E},
+      {448.0f, 0x7E, 0x7E, 0x7E, 0x7E},
+      {next_down(464.0f), 0x7E, 0x7E, 0x7E, 0x7E},
+      {464.0f, 0x7E, 0x7E, 0x7E, 0x7E},  // tie between 448 (even) and 480: stays at 448
+      {next_up(464.0f), 0x7F, 0x7E, 0x7E, 0x7F},
+      {480.0f, 0x7F, 0x7E, 0x7E, 0x7F},
+      {-480.0f, 0xFF, 0xFE, 0xFE, 0xFF},  // overflow to NaN keeps the sign, in CUDA's NOSAT too
+      {kInf, 0x7F, 0x7E, 0x7E, 0x7F},
+      {-kInf, 0xFF, 0xFE, 0xFE, 0xFF},
+      {kNaN, 0x7F, 0x7F, 0x7F, 0x7F},
+      {-kNaN, 0xFF, 0xFF, 0x7F, 0x7F},  // c10 keeps a NaN input's sign; CUDA canonicalizes it away
+      {-0.0f, 0x80, 0x80, 0x80, 0x80},
+      {std::ldexp(1.0f, -10), 0x00, 0x00, 0x00, 0x00},  // half the smallest subnormal: tie to even zero
+      {next_up(std::ldexp(1.0f, -10)), 0x01, 0x01, 0x01, 0x01},
+      {3 * std::ldexp(1.0f, -10), 0x02, 0x02, 0x02, 0x02},
+      {5 * std::ldexp(1.0f, -10), 0x02, 0x02, 0x02, 0x02},
+      {std::ldexp(1.0f, -6) - std::ldexp(1.0f, -10), 0x08, 0x08, 0x08, 0x08},  // rounds up into the first normal
+      {1.0625f, 0x38, 0x38, 0x38, 0x38},
+      {1.1875f, 0x3A, 0x3A, 0x3A, 0x3A},
+      {next_up(448.0f), 0x7E, 0x7E, 0x7E, 0x7E},
   };
   const FormatInfo info = format_info(FormatId::E4M3FN);
   for (const Row& r : rows) {
@@ -147,9 +150,11 @@ TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), tor
     CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, legacy)) == e4m3(r.legacy));
     CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, torch)) == e4m3(r.torch));
     CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, sat)) == e4m3(r.sat));
+    CHECK(e4m3(encode_nearest_even<E4M3FN>(r.x, nosat)) == e4m3(r.nosat));
     CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, legacy)) == e4m3(r.legacy));
     CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, torch)) == e4m3(r.torch));
     CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, sat)) == e4m3(r.sat));
+    CHECK(e4m3(oracle::to_fp8_nearest_even(r.x, info, nosat)) == e4m3(r.nosat));
   }
   // ml_dtypes agrees with torch <= 2.12 on E4M3FN; the non-saturating "inf" policy has no Inf to give.
   CHECK(ml_dtypes<E4M3FN>() == legacy);
@@ -158,33 +163,43 @@ TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), tor
   CHECK(torch_eager<E5M2>() == torch_eager_legacy<E5M2>());
 }
 
-TEST_CASE("E5M2 encode at the boundaries: torch, CUDA SATFINITE and ml_dtypes NaN") {
+TEST_CASE("E5M2 encode at the boundaries: torch, CUDA SATFINITE and NOSAT, ml_dtypes NaN") {
   const Policy torch = torch_eager_legacy<E5M2>();
   const Policy sat = cuda_satfinite();
-  struct Row { float x; std::uint8_t torch, sat; };
+  const Policy nosat = cuda_nosat<E5M2>();
+  struct Row { float x; std::uint8_t torch, sat, nosat; };
   const Row rows[] = {
-      {57344.0f, 0x7B, 0x7B},
-      {next_down(61440.0f), 0x7B, 0x7B},
-      {61440.0f, 0x7C, 0x7B},  // tie between 57344 (odd code) and 65536: goes to even, i.e. overflow
-      {65536.0f, 0x7C, 0x7B},
-      {kInf, 0x7C, 0x7B},
-      {-kInf, 0xFC, 0xFB},
-      {kNaN, 0x7F, 0x7F},
-      {std::ldexp(1.0f, -16), 0x01, 0x01},
-      {std::ldexp(1.0f, -17), 0x00, 0x00},
-      {next_up(std::ldexp(1.0f, -17)), 0x01, 0x01},
+      {57344.0f, 0x7B, 0x7B, 0x7B},
+      {next_down(61440.0f), 0x7B, 0x7B, 0x7B},
+      {61440.0f, 0x7C, 0x7B, 0x7C},  // tie between 57344 (odd code) and 65536: goes to even, i.e. overflow
+      {65536.0f, 0x7C, 0x7B, 0x7C},
+      {-65536.0f, 0xFC, 0xFB, 0xFC},
+      {kInf, 0x7C, 0x7B, 0x7C},
+      {-kInf, 0xFC, 0xFB, 0xFC},
+      {kNaN, 0x7F, 0x7F, 0x7F},
+      {-kNaN, 0xFF, 0x7F, 0x7F},
+      {std::ldexp(1.0f, -16), 0x01, 0x01, 0x01},
+      {std::ldexp(1.0f, -17), 0x00, 0x00, 0x00},
+      {next_up(std::ldexp(1.0f, -17)), 0x01, 0x01, 0x01},
   };
+  const FormatInfo info = format_info(FormatId::E5M2);
   for (const Row& r : rows) {
     CAPTURE(bits(r.x));
     CHECK(e5m2(encode_nearest_even<E5M2>(r.x, torch)) == e5m2(r.torch));
     CHECK(e5m2(encode_nearest_even<E5M2>(r.x, sat)) == e5m2(r.sat));
-    CHECK(e5m2(oracle::to_fp8_nearest_even(r.x, format_info(FormatId::E5M2), torch)) == e5m2(r.torch));
+    CHECK(e5m2(encode_nearest_even<E5M2>(r.x, nosat)) == e5m2(r.nosat));
+    CHECK(e5m2(oracle::to_fp8_nearest_even(r.x, info, torch)) == e5m2(r.torch));
+    CHECK(e5m2(oracle::to_fp8_nearest_even(r.x, info, sat)) == e5m2(r.sat));
+    CHECK(e5m2(oracle::to_fp8_nearest_even(r.x, info, nosat)) == e5m2(r.nosat));
   }
   CHECK(e5m2(encode_nearest_even<E5M2>(kNaN, ml_dtypes<E5M2>())) == e5m2(0x7E));
   CHECK(e5m2(encode_nearest_even<E5M2>(-kNaN, ml_dtypes<E5M2>())) == e5m2(0xFE));
   // "nan" on a format with Inf: finite overflow becomes NaN, an Inf input stays Inf.
   CHECK(e5m2(encode_nearest_even<E5M2>(65536.0f, {Overflow::NaN, kTorchNan})) == e5m2(0x7F));
   CHECK(e5m2(encode_nearest_even<E5M2>(kInf, {Overflow::NaN, kTorchNan})) == e5m2(0x7C));
+  // A NaN made by overflow keeps the input's sign whatever the NaN encoding does to NaN inputs.
+  CHECK(e5m2(encode_nearest_even<E5M2>(-65536.0f, {Overflow::NaN, kCudaNan})) == e5m2(0xFF));
+  CHECK(e5m2(encode_nearest_even<E5M2>(-kNaN, {Overflow::NaN, kCudaNan})) == e5m2(0x7F));
 }
 
 TEST_CASE("stochastic rounding: grid values never move, the carry decides") {
@@ -233,6 +248,8 @@ TEST_CASE("exhaustive bf16 and f16 sweeps: zero mismatches for every format and 
       }
       check_sweep_clean<E5M2>(s, r, ml_dtypes<E5M2>());
       check_sweep_clean<E4M3FN>(s, r, cuda_satfinite());
+      check_sweep_clean<E4M3FN>(s, r, cuda_nosat<E4M3FN>());
+      check_sweep_clean<E5M2>(s, r, cuda_nosat<E5M2>());
     }
   }
 }

@@ -24,6 +24,7 @@ std::vector<Policy> policies_for(FormatId id) {
   std::vector<Policy> out;
   for (Overflow o : {Overflow::SatFinite, Overflow::NaN, Overflow::Inf}) out.push_back({o, kTorchNan});
   out.push_back(cuda_satfinite());
+  out.push_back(dispatch(id, [](auto traits) { return cuda_nosat<decltype(traits)>(); }));
   out.push_back({Overflow::Inf, dispatch(id, [](auto traits) { return kMlDtypesNan<decltype(traits)>; })});
   return out;
 }

@@ -105,11 +105,14 @@ void register_fp8_formats(std::vector<FormatSpec>& out) {
   const std::string cuda = "CUDA 12/13 cuda_fp8.hpp __nv_cvt_float_to_fp8(__NV_SATFINITE), cvt.rn.satfinite; Triton casts";
   out.push_back(cast_format<fp8::E4M3FN>(
       Overflow::SatFinite, cuda + "; torch >= 2.13 Float8_e4m3fn.h fp8e4m3fn_from_fp32_value with nan_encoding=torch"));
-  out.push_back(cast_format<fp8::E4M3FN>(Overflow::NaN, "torch <= 2.12 c10 Float8_e4m3fn.h fp8e4m3fn_from_fp32_value; ml_dtypes float8.h"));
+  const std::string nosat = "CUDA 12/13 cuda_fp8.hpp __nv_cvt_float_to_fp8(__NV_NOSAT) with nan_encoding=cuda";
+  out.push_back(cast_format<fp8::E4M3FN>(
+      Overflow::NaN, "torch <= 2.12 c10 Float8_e4m3fn.h fp8e4m3fn_from_fp32_value; ml_dtypes float8.h; " + nosat));
   out.push_back(cast_format<fp8::E4M3FN>(Overflow::Inf, "OCP OFP8 rev 1.0 non-saturating (E4M3FN has no Inf: NaN)"));
   out.push_back(cast_format<fp8::E5M2>(Overflow::SatFinite, cuda));
   out.push_back(cast_format<fp8::E5M2>(Overflow::NaN, "lowbit: E5M2 with NaN on finite overflow (no known producer; for kernels that do so)"));
-  out.push_back(cast_format<fp8::E5M2>(Overflow::Inf, "torch c10 Float8_e5m2.h fp8e5m2_from_fp32_value; ml_dtypes float8.h; OCP non-saturating"));
+  out.push_back(cast_format<fp8::E5M2>(
+      Overflow::Inf, "torch c10 Float8_e5m2.h fp8e5m2_from_fp32_value; ml_dtypes float8.h; OCP non-saturating; " + nosat));
 }
 
 }  // namespace lowbit

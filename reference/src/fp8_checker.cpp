@@ -42,6 +42,12 @@ std::uint8_t DoubleChecker::nan_code(std::uint8_t sign) const {
   return static_cast<std::uint8_t>(policy_.nan.magnitude | (policy_.nan.keeps_sign ? sign : 0));
 }
 
+// A NaN made by overflow (or by +-Inf in a format without Inf) keeps the input's sign whatever the
+// NaN encoding says of NaN inputs: fp8.hpp's NanEncoding.
+std::uint8_t DoubleChecker::overflow_nan_code(std::uint8_t sign) const {
+  return static_cast<std::uint8_t>(policy_.nan.magnitude | sign);
+}
+
 std::uint8_t DoubleChecker::overflow_code(std::uint8_t sign) const {
   switch (policy_.overflow) {
     case Overflow::SatFinite: return sign | format_.max_finite;
@@ -50,7 +56,7 @@ std::uint8_t DoubleChecker::overflow_code(std::uint8_t sign) const {
       break;
     case Overflow::NaN: break;
   }
-  return nan_code(sign);
+  return overflow_nan_code(sign);
 }
 
 std::uint8_t DoubleChecker::code_for_non_finite(float x) const {
@@ -58,7 +64,7 @@ std::uint8_t DoubleChecker::code_for_non_finite(float x) const {
   if (std::isnan(x)) return nan_code(sign);
   if (policy_.overflow == Overflow::SatFinite) return sign | format_.max_finite;
   if (format_.has_inf) return sign | format_.inf;  // an infinite input stays infinite
-  return nan_code(sign);
+  return overflow_nan_code(sign);
 }
 
 std::uint8_t DoubleChecker::expected_nearest_even(float x) const {

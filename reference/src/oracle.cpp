@@ -46,18 +46,23 @@ std::uint8_t nan_code(bool negative, const fp8::Policy& p) {
   return static_cast<std::uint8_t>(p.nan.magnitude | (p.nan.keeps_sign && negative ? 0x80 : 0));
 }
 
+// A NaN made by overflow keeps the input's sign in every implementation (fp8.hpp, NanEncoding).
+std::uint8_t overflow_nan_code(bool negative, const fp8::Policy& p) {
+  return static_cast<std::uint8_t>(p.nan.magnitude | (negative ? 0x80 : 0));
+}
+
 std::uint8_t finish(bool negative, unsigned magnitude, const fp8::FormatInfo& f, const fp8::Policy& p) {
   if (magnitude <= f.max_finite) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | magnitude);
   if (p.overflow == fp8::Overflow::SatFinite) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | f.max_finite);
   if (p.overflow == fp8::Overflow::Inf && f.has_inf) return static_cast<std::uint8_t>((negative ? 0x80 : 0) | inf_magnitude(f));
-  return nan_code(negative, p);
+  return overflow_nan_code(negative, p);
 }
 
 std::uint8_t non_finite(float x, const fp8::FormatInfo& f, const fp8::Policy& p) {
   if (std::isnan(x)) return nan_code(std::signbit(x), p);
   if (p.overflow == fp8::Overflow::SatFinite) return static_cast<std::uint8_t>((x < 0 ? 0x80 : 0) | f.max_finite);
   if (f.has_inf) return static_cast<std::uint8_t>((x < 0 ? 0x80 : 0) | inf_magnitude(f));
-  return nan_code(x < 0, p);
+  return overflow_nan_code(x < 0, p);
 }
 
 }  // namespace

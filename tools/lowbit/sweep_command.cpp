@@ -100,7 +100,8 @@ Subcommand add_sweep_fp8_command(CLI::App& sweep) {
   fp8_cmd->add_option("--seed", o->seed, "Seed of the per-input random bits for stochastic rounding")
       ->capture_default_str();
   fp8_cmd->add_option("--nan-encoding", o->nan_encoding,
-                      "NaN output: torch (0x7F|sign), cuda (0x7F, sign dropped), ml_dtypes (quiet NaN|sign);\n"
+                      "Code of a NaN input: torch (0x7F|sign), cuda (0x7F, sign dropped), ml_dtypes (quiet NaN|sign);\n"
+                      "a NaN made by overflow keeps the sign under each;\n"
                       "default: cuda with satfinite, torch otherwise")
       ->check(CLI::IsMember({"torch", "cuda", "ml_dtypes"}));
   add_threads_option(*fp8_cmd, o->threads);

@@ -159,13 +159,17 @@ enum class Overflow {
 };
 
 // How a NaN input is encoded: implementations differ in the magnitude and in keeping the sign.
+// A NaN the overflow policy makes (a finite value past the largest, or +-Inf in a format without
+// Inf) has the same magnitude but always the input's sign: c10, ml_dtypes and cuda_fp8.hpp's
+// __NV_NOSAT all keep it (CUDA 13.0 E4M3 NOSAT: -500 and -Inf give 0xFF while -NaN gives 0x7F;
+// conformance/test_cuda_fp8_host*.cpp compare every input).
 struct NanEncoding {
   std::uint8_t magnitude = 0x7F;
   bool keeps_sign = true;
   bool operator==(const NanEncoding&) const = default;
 };
 inline constexpr NanEncoding kTorchNan{0x7F, true};  // c10: 0x7F | sign, both formats
-inline constexpr NanEncoding kCudaNan{0x7F, false};  // cuda_fp8.hpp canonicalizes: sign dropped
+inline constexpr NanEncoding kCudaNan{0x7F, false};  // cuda_fp8.hpp canonicalizes a NaN input: sign dropped
 template <class Format>
 inline constexpr NanEncoding kMlDtypesNan{Format::quiet_nan, true};  // 0x7F|s e4m3fn, 0x7E|s e5m2
 
@@ -249,9 +253,16 @@ constexpr bool rounds_up_stochastic(const Truncated& t, std::uint32_t random_bit
   return top32 + random_bits >= (std::uint64_t{1} << 32);
 }
 
+// The code of a NaN input.
 template <class Format>
 constexpr std::uint8_t nan_code(std::uint8_t sign, const Policy& p) {
   return static_cast<std::uint8_t>(p.nan.magnitude | (p.nan.keeps_sign ? sign : 0));
+}
+
+// The code of a NaN made by overflow: the input's sign always (see NanEncoding).
+template <class Format>
+constexpr std::uint8_t overflow_nan_code(std::uint8_t sign, const Policy& p) {
+  return static_cast<std::uint8_t>(p.nan.magnitude | sign);
 }
 
 template <class Format>
@@ -263,7 +274,7 @@ constexpr std::uint8_t overflow_code(std::uint8_t sign, const Policy& p) {
       [[fallthrough]];
     case Overflow::NaN: break;
   }
-  return nan_code<Format>(sign, p);
+  return overflow_nan_code<Format>(sign, p);
 }
 
 template <class Format, class RoundsUp>
@@ -278,7 +289,7 @@ constexpr std::uint8_t encode_with(float x, const Policy& p, RoundsUp rounds_up)
   if (a == 0x7F800000u) {  // Inf is not an overflow: SatFinite clamps it, the others keep Inf
     if (p.overflow == Overflow::SatFinite) return sign | Format::max_finite;
     if constexpr (Format::has_inf) return sign | Format::inf;
-    return nan_code<Format>(sign, p);  // a format without Inf has only NaN left
+    return overflow_nan_code<Format>(sign, p);  // a format without Inf has only NaN left
   }
   const Truncated t = truncate_magnitude<Format>(a);
   const std::uint32_t magnitude = t.code + (rounds_up(t) ? 1u : 0u);

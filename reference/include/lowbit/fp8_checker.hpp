@@ -56,7 +56,8 @@ class DoubleChecker {
 
  private:
   std::uint8_t overflow_code(std::uint8_t sign) const;
-  std::uint8_t nan_code(std::uint8_t sign) const;
+  std::uint8_t nan_code(std::uint8_t sign) const;  // of a NaN input
+  std::uint8_t overflow_nan_code(std::uint8_t sign) const;
 
   FormatInfo format_;
   Policy policy_;
