@@ -16,18 +16,8 @@
 
 namespace lowbit::test {
 
-struct CudaMode {
-  fp8::FormatId format;
-  cuda_host::Saturation saturation;
-  fp8::Policy policy;  // what docs/formats/fp8.md's implementation table says this mode is
-};
-
-inline const CudaMode kCudaModes[] = {
-    {fp8::FormatId::E4M3FN, cuda_host::Saturation::NoSat, fp8::cuda_nosat<fp8::E4M3FN>()},
-    {fp8::FormatId::E4M3FN, cuda_host::Saturation::SatFinite, fp8::cuda_satfinite()},
-    {fp8::FormatId::E5M2, cuda_host::Saturation::NoSat, fp8::cuda_nosat<fp8::E5M2>()},
-    {fp8::FormatId::E5M2, cuda_host::Saturation::SatFinite, fp8::cuda_satfinite()},
-};
+using CudaMode = cuda_host::Mode;
+inline constexpr const auto& kCudaModes = cuda_host::kModes;
 
 inline std::string describe_input(std::uint32_t pattern, fp8::Source source) {
   switch (source) {

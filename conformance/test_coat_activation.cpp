@@ -12,6 +12,7 @@
 #include "elementwise.hpp"
 #include "golden_fixture.hpp"
 #include "lowbit/coat_activation.hpp"
+#include "lowbit/cuda_libdevice.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 
@@ -149,7 +150,9 @@ TEST_CASE("shapes COAT cannot handle are rejected") {
   CHECK_THROWS_AS(quantize_perblock(std::vector<float>(16 * 16), 16, 16, bad), std::invalid_argument);
 }
 
-TEST_CASE("the reciprocal model is a distinct, approximate division") {
+TEST_CASE("div-full divides by the measured reciprocal, ieee by IEEE division") {
   CHECK(value(div(1.0f, 448.0f, Division::Ieee)) == value(float_from_bits(0x3B124925u)));
-  CHECK(value(div(1.0f, 448.0f, Division::ReciprocalModel)) == value(float_from_bits(0x3B124925u)));  // RN(1 * RN(1/448))
+  // 448 = 1.75 * 2^8; test_rcp_table holds cuda::rcp_approx_ftz against the measured table itself.
+  CHECK(value(div(1.0f, 448.0f, Division::DivFull)) == value(cuda::rcp_approx_ftz(448.0f)));
+  CHECK(value(div(3.0f, 7.0f, Division::DivFull)) == value(3.0f * cuda::rcp_approx_ftz(7.0f)));
 }

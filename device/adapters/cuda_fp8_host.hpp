@@ -13,6 +13,20 @@ namespace lowbit::cuda_host {
 enum class Saturation { NoSat, SatFinite };  // __NV_NOSAT, __NV_SATFINITE
 std::string_view saturation_name(Saturation s);  // "__NV_NOSAT", "__NV_SATFINITE"
 
+// CUDA's four conversion modes, each with the reference policy docs/formats/fp8.md says it
+// implements: what the host and the GPU checks hold every CUDA conversion to.
+struct Mode {
+  fp8::FormatId format;
+  Saturation saturation;
+  fp8::Policy policy;
+};
+inline const Mode kModes[] = {
+    {fp8::FormatId::E4M3FN, Saturation::NoSat, fp8::cuda_nosat<fp8::E4M3FN>()},
+    {fp8::FormatId::E4M3FN, Saturation::SatFinite, fp8::cuda_satfinite()},
+    {fp8::FormatId::E5M2, Saturation::NoSat, fp8::cuda_nosat<fp8::E5M2>()},
+    {fp8::FormatId::E5M2, Saturation::SatFinite, fp8::cuda_satfinite()},
+};
+
 // The toolkit the adapter was compiled against ("13.0.88"), as CMake's FindCUDAToolkit reported it.
 std::string_view toolkit_version();
 

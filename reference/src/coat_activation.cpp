@@ -1,6 +1,8 @@
 // COAT activation quantizers (docs/formats/coat-activation.md).
 #include "lowbit/coat_activation.hpp"
 
+#include "lowbit/cuda_libdevice.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -111,7 +113,7 @@ float fp8_max(fp8::FormatId f) {
 
 float div(float a, float b, Division d) {
   if (d == Division::Ieee) return a / b;
-  return a * (1.0f / b);  // -ffp-contract=off: two roundings
+  return a * cuda::rcp_approx_ftz(b);  // div.full.f32: MUFU.RCP, then one rounded multiply
 }
 
 std::uint8_t cast_fp8(float x, fp8::FormatId f, Casts c) {

@@ -55,12 +55,35 @@ float log2f(float x) {
   return result;
 }
 
-float rcp_approx_ftz(float b) { return 1.0f / b; }
+namespace {
+
+// 1/b from `result_1_2(m)`, the bits of the result for 1 + m * 2^-23 (in (0.5, 1]).
+template <class ResultOf>
+float rcp_from_mantissa_results(float b, ResultOf result_1_2) {
+  const std::uint32_t x = bits_of(b);
+  const std::uint32_t sign = x & 0x80000000u, ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return float_from_bits(kCanonicalNan);
+  if (ax == 0x7F800000u) return float_from_bits(sign);
+  if (ax < 0x00800000u) return float_from_bits(sign | 0x7F800000u);  // FTZ input: 1/±0
+  const int e = static_cast<int>(ax >> 23) - 127;
+  const std::uint32_t r = result_1_2(ax & 0x007FFFFFu);
+  const int biased = static_cast<int>(r >> 23) - e;
+  if (biased <= 0) return float_from_bits(sign);  // FTZ result
+  return float_from_bits(sign | static_cast<std::uint32_t>(biased) << 23 | (r & 0x007FFFFFu));
+}
+
+}  // namespace
+
+float rcp_approx_ftz(float b) { return rcp_from_mantissa_results(b, rcp_approx_ftz_1_2); }
+
+float rcp_approx_ftz_scaled(const std::uint32_t* results_1_2, float b) {
+  return rcp_from_mantissa_results(b, [results_1_2](std::uint32_t m) { return results_1_2[m]; });
+}
 
 namespace {
 
 // powf's core for finite positive |x| and finite y: log2 in double-float, times y, then 2^.
-float pow_core(float ax, float y) {
+float pow_core(float ax, float y, ReciprocalFn reciprocal) {
   float eb = 0.0f;
   if (ax < kMinNormal) {
     ax = ax * 16777216.0f;  // 2^24
@@ -69,7 +92,7 @@ float pow_core(float ax, float y) {
   const Split s = split(ax, eb);
   const float a = s.m - 1.0f;
   const float b = s.m + 1.0f;
-  const float r = rcp_approx_ftz(b);
+  const float r = reciprocal(b);
   const float u = (a + a) * r;
   const float u2 = u * u;
   const float d2 = (a - u) * 2.0f;
@@ -101,7 +124,7 @@ float pow_core(float ax, float y) {
 
 }  // namespace
 
-float powf(float x, float y) {
+float powf(float x, float y, ReciprocalFn reciprocal) {
   const float yodd = std::fabs(y - 2.0f * std::trunc(y * 0.5f));
   if (x == 1.0f || y == 0.0f) return 1.0f;
   if (std::isnan(x) || std::isnan(y)) return canonical(x + y);
@@ -112,7 +135,7 @@ float powf(float x, float y) {
     return float_from_bits(t);
   }
   if (x == -1.0f && std::isinf(y)) return 1.0f;
-  const float R = pow_core(std::fabs(x), y);
+  const float R = pow_core(std::fabs(x), y, reciprocal);
   if (x > 0.0f) return R;
   if (std::trunc(y) != y) return float_from_bits(kCanonicalNan);
   return yodd == 1.0f ? -R : R;

@@ -19,9 +19,9 @@ Options options_from(const nlohmann::json& p) {
   if (sd != "bf16" && sd != "f32") throw std::runtime_error("scale_dtype must be bf16 or f32 (got '" + sd + "')");
   o.scale_dtype = sd == "bf16" ? ScaleDtype::BF16 : ScaleDtype::F32;
   const auto dv = p.at("division").get<std::string>();
-  if (dv != "ieee" && dv != "reciprocal-model")
-    throw std::runtime_error("division must be ieee or reciprocal-model (got '" + dv + "')");
-  o.division = dv == "ieee" ? Division::Ieee : Division::ReciprocalModel;
+  if (dv != "ieee" && dv != "div-full")
+    throw std::runtime_error("division must be ieee or div-full (got '" + dv + "')");
+  o.division = dv == "ieee" ? Division::Ieee : Division::DivFull;
   const auto c = p.at("casts").get<std::string>();
   if (c != "gpu" && c != "triton-interpreter")
     throw std::runtime_error("casts must be gpu or triton-interpreter (got '" + c + "')");

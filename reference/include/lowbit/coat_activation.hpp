@@ -13,7 +13,8 @@ enum class ScaleDtype { BF16, F32 };    // what the stored scale tensor holds
 // Every fp32 division of the kernels goes through div() below.
 enum class Division {
   Ieee,             // RN(a/b): what Triton's CPU interpreter does (numpy float32 divide); verified
-  ReciprocalModel,  // RN(a*RN(1/b)): APPROXIMATE stand-in for the GPU's div.full = a*MUFU.RCP(b)
+  DivFull,          // RN(a*rcp.approx.ftz(b)), the measured reciprocal: the GPU's div.full.f32 for
+                    // operands of ordinary magnitude (docs/formats/coat-activation.md#division)
 };
 // How the kernel's casts round.
 enum class Casts {

@@ -1,0 +1,26 @@
+#pragma once
+// One GPU check's outcome, as lowbit-gpu-checks reports it in JSON and Markdown.
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace lowbit::gpu {
+
+struct Check {
+  std::string name;     // e.g. "fp8.float_to_fp8.e4m3.satfinite"
+  bool passed = false;  // the expectation held (what each check expects is in its summary)
+  std::string summary;  // one line for the Markdown table
+  nlohmann::json figures = nlohmann::json::object();
+};
+
+struct CheckContext {
+  int threads = 1;                  // host threads for the reference side
+  std::filesystem::path out;        // where data files go beside the reports
+};
+
+std::vector<Check> fp8_checks(const CheckContext& context);
+std::vector<Check> approx_checks(const CheckContext& context);  // rcp.approx, div.full, powf
+
+}  // namespace lowbit::gpu

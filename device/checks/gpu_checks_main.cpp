@@ -1,0 +1,97 @@
+// lowbit-gpu-checks: the measurements device/gpu-checks.sh makes on a GPU (docs/device/README.md).
+// Writes gpu-checks.json and gpu-checks.md (and the measured reciprocal table) to --out; exit 0 when
+// every expectation held, 1 when one did not, 2 on bad usage or when there is no usable GPU.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "check_report.hpp"
+#include "gpu_runtime.hpp"
+
+namespace {
+
+using lowbit::gpu::Check;
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string version_text(int v) { return fmt::format("{}.{}", v / 1000, (v % 1000) / 10); }
+
+std::string markdown(const lowbit::gpu::DeviceInfo& d, const std::string& date, const std::vector<Check>& checks) {
+  std::string s = fmt::format("# GPU checks\n\n{} (compute capability {}.{}, {} SMs), driver CUDA {}, runtime {}, {}\n\n",
+                              d.name, d.major, d.minor, d.multiprocessors, version_text(d.driver),
+                              version_text(d.runtime), date);
+  s += "| check | result | figures |\n|---|---|---|\n";
+  for (const Check& c : checks) s += fmt::format("| `{}` | {} | {} |\n", c.name, c.passed ? "as expected" : "**NOT as expected**", c.summary);
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The GPU measurements of device/gpu-checks.sh: FP8 conversions on every input, rcp.approx, div.full, powf"};
+  std::string out;
+  std::vector<std::string> only;
+  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  app.add_option("--out", out, "folder for gpu-checks.json, gpu-checks.md and the measured table (created)")->required();
+  app.add_option("--only", only, "run only these groups")->check(CLI::IsMember({"fp8", "approx"}))->delimiter(',');
+  app.add_option("--threads", threads, "host threads for the reference side")->check(CLI::Range(1, 1024));
+  CLI11_PARSE(app, argc, argv);
+  auto wanted = [&](const std::string& g) { return only.empty() || std::find(only.begin(), only.end(), g) != only.end(); };
+
+  lowbit::gpu::DeviceInfo device;
+  try {
+    device = lowbit::gpu::device_info();
+  } catch (const lowbit::gpu::CudaError& e) {
+    fmt::print(stderr, "lowbit-gpu-checks: error: no usable GPU: {}\n", e.what());
+    return 2;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  if (ec) {
+    fmt::print(stderr, "lowbit-gpu-checks: error: --out {}: {}\n", out, ec.message());
+    return 2;
+  }
+  const std::string date = utc_now();
+  const lowbit::gpu::CheckContext context{threads, out};
+  std::vector<Check> checks;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (wanted("fp8"))
+      for (Check& c : lowbit::gpu::fp8_checks(context)) checks.push_back(std::move(c));
+    if (wanted("approx"))
+      for (Check& c : lowbit::gpu::approx_checks(context)) checks.push_back(std::move(c));
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "lowbit-gpu-checks: error: {}\n", e.what());
+    return 2;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  nlohmann::json report = {{"device", {{"name", device.name},
+                                       {"compute_capability", fmt::format("{}.{}", device.major, device.minor)},
+                                       {"multiprocessors", device.multiprocessors},
+                                       {"driver_cuda_version", version_text(device.driver)},
+                                       {"runtime_cuda_version", version_text(device.runtime)}}},
+                           {"date", date},
+                           {"seconds", seconds},
+                           {"checks", nlohmann::json::array()}};
+  bool all = true;
+  for (const Check& c : checks) {
+    report["checks"].push_back({{"name", c.name}, {"as_expected", c.passed}, {"summary", c.summary}, {"figures", c.figures}});
+    all = all && c.passed;
+    fmt::print("{} {}: {}\n", c.passed ? "ok  " : "FAIL", c.name, c.summary);
+  }
+  std::ofstream(std::filesystem::path(out) / "gpu-checks.json") << report.dump(2) << "\n";
+  std::ofstream(std::filesystem::path(out) / "gpu-checks.md") << markdown(device, date, checks);
+  fmt::print("lowbit-gpu-checks: {} checks, {} not as expected, {:.1f} s on {}\n", checks.size(),
+             std::count_if(checks.begin(), checks.end(), [](const Check& c) { return !c.passed; }), seconds, device.name);
+  return all ? 0 : 1;
+}

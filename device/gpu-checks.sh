@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Everything of the suite that needs a GPU, in one run (under 8 minutes on an H200):
+#   1. lowbit-gpu-checks: the FP8 conversions of cuda_fp8.h on every input, the rcp.approx.ftz table
+#      and its scaling rule, div.full against its model, CUDA's powf against the reference;
+#   2. each device/gpu-checks.d/*.sh (lowbit verify on the CUDA plugins, ...), given BIN_DIR and OUT_DIR.
+# Writes JSON and Markdown results into OUT_DIR, and summary.md there; exits 1 if anything was not
+# as expected, 2 if it could not run.
+#   usage: device/gpu-checks.sh [--prefix DIR] OUT_DIR
+# --prefix: an install-like tree with bin/ and lib/ (device/pack-gpu-run.sh makes one; default
+# build/release, as built here). docs/device/README.md says how to build, carry and run.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+prefix=build/release
+if [[ ${1:-} == --prefix ]]; then prefix=${2:?--prefix needs a folder}; shift 2; fi
+out=${1:?usage: device/gpu-checks.sh [--prefix DIR] OUT_DIR}
+bin=$prefix/bin
+[[ -x $bin/lowbit-gpu-checks ]] || { echo "gpu-checks: error: $bin/lowbit-gpu-checks is missing (device/pack-gpu-run.sh)" >&2; exit 2; }
+[[ -d $prefix/lib ]] && export LD_LIBRARY_PATH="$(realpath "$prefix/lib")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$out"
+start=$SECONDS
+status=0
+{
+  echo "# GPU check run"
+  echo
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/device: /'
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo
+} >"$out/summary.md"
+
+run_step() {  # name, command...
+  local name=$1 t0=$SECONDS rc
+  shift
+  echo "gpu-checks: $name" >&2
+  "$@"
+  rc=$?
+  echo "- $name: exit $rc, $((SECONDS - t0)) s" >>"$out/summary.md"
+  if ((rc != 0)); then status=$(( rc == 1 && status != 2 ? 1 : 2 )); fi
+}
+
+run_step lowbit-gpu-checks "$bin/lowbit-gpu-checks" --out "$out"
+for step in device/gpu-checks.d/*.sh; do
+  [[ -e $step ]] || continue
+  run_step "$(basename "$step" .sh)" bash "$step" "$bin" "$out"
+done
+echo "- total: $((SECONDS - start)) s, status $status" >>"$out/summary.md"
+cat "$out/summary.md"
+exit $status
