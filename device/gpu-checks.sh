@@ -37,7 +37,21 @@ run_step() {  # name, command...
   if ((rc != 0)); then status=$(( rc == 1 && status != 2 ? 1 : 2 )); fi
 }
 
-run_step lowbit-gpu-checks "$bin/lowbit-gpu-checks" --out "$out"
+# bitsandbytes' CUDA library, when the pack holds one (device/pack-gpu-run.sh, LOWBIT_BNB_CUDA_LIB): it
+# loads libcudart.so.13 and the cuBLAS libraries, which a CUDA torch install or the toolkit provides.
+checks_args=(--out "$out" --policies policies)
+bnb=$prefix/lib/bnb/libbitsandbytes_cuda130.so
+if [[ -f $bnb ]]; then
+  for lib in libcublas.so.13 libcublasLt.so.13 libcudart.so.13; do
+    dir=$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/x86_64-linux/lib/ /usr/lib/python3*/ /usr/local/lib/python3*/ /opt/ \
+          -name "$lib" -print -quit 2>/dev/null | xargs -r dirname)
+    [[ -n $dir ]] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$dir"
+  done
+  checks_args+=(--bnb-library "$bnb")
+else
+  echo "- bitsandbytes CUDA: not run (no $bnb)" >>"$out/summary.md"
+fi
+run_step lowbit-gpu-checks "$bin/lowbit-gpu-checks" "${checks_args[@]}"
 for step in device/gpu-checks.d/*.sh; do
   [[ -e $step ]] || continue
   run_step "$(basename "$step" .sh)" bash "$step" "$bin" "$out"

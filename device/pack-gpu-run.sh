@@ -34,6 +34,13 @@ done | sort -u | while read -r lib; do
     *) cp -L "$lib" "$dest/lib/" ;;
   esac
 done
+# bitsandbytes' CUDA library of the pinned wheel, when named (it is not in the repository):
+#   pip download --no-deps bitsandbytes==0.50.2 && unzip -j bitsandbytes-*.whl '*/libbitsandbytes_cuda130.so'
+if [[ -n ${LOWBIT_BNB_CUDA_LIB:-} ]]; then
+  [[ -f $LOWBIT_BNB_CUDA_LIB ]] || die "LOWBIT_BNB_CUDA_LIB=$LOWBIT_BNB_CUDA_LIB: no such file"
+  mkdir -p "$dest/lib/bnb"
+  cp "$LOWBIT_BNB_CUDA_LIB" "$dest/lib/bnb/libbitsandbytes_cuda130.so"
+fi
 size=$(du -sbL --exclude=golden "$dest" | cut -f1)
 echo "pack-gpu-run: $dest: $(ls "$dest/bin" | wc -l) programs, $(ls "$dest/plugins" | wc -l) plugins, $(ls "$dest/lib" | wc -l) libraries, $((size / 1048576)) MiB"
 (( size < 40 * 1048576 )) || die "$dest is $((size / 1048576)) MiB: the working tree and what is carried must stay under 64 MiB"

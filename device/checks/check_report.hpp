@@ -18,9 +18,12 @@ struct Check {
 struct CheckContext {
   int threads = 1;                  // host threads for the reference side
   std::filesystem::path out;        // where data files go beside the reports
+  std::string bnb_library;          // libbitsandbytes_cuda130.so; empty: the bnb group is not run
+  std::filesystem::path policy_dir; // the shipped tolerance policies
 };
 
 std::vector<Check> fp8_checks(const CheckContext& context);
 std::vector<Check> approx_checks(const CheckContext& context);  // rcp.approx, div.full, powf
+std::vector<Check> bnb_cuda_checks(const CheckContext& context);  // bitsandbytes' CUDA library
 
 }  // namespace lowbit::gpu

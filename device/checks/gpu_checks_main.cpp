@@ -42,7 +42,11 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--out", out, "folder for gpu-checks.json, gpu-checks.md and the measured table (created)")->required();
-  app.add_option("--only", only, "run only these groups")->check(CLI::IsMember({"fp8", "approx"}))->delimiter(',');
+  std::string bnb_library, policy_dir;
+  app.add_option("--only", only, "run only these groups")->check(CLI::IsMember({"fp8", "approx", "bnb"}))->delimiter(',');
+  app.add_option("--bnb-library", bnb_library, "bitsandbytes' libbitsandbytes_cuda130.so: runs the bnb group")
+      ->check(CLI::ExistingFile);
+  app.add_option("--policies", policy_dir, "the tolerance policies (default: ../share/lowbit/policies beside this program)");
   app.add_option("--threads", threads, "host threads for the reference side")->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
   auto wanted = [&](const std::string& g) { return only.empty() || std::find(only.begin(), only.end(), g) != only.end(); };
@@ -61,7 +65,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string date = utc_now();
-  const lowbit::gpu::CheckContext context{threads, out};
+  if (policy_dir.empty())
+    policy_dir = (std::filesystem::canonical("/proc/self/exe").parent_path() / "../share/lowbit/policies").string();
+  const lowbit::gpu::CheckContext context{threads, out, bnb_library, policy_dir};
   std::vector<Check> checks;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -69,6 +75,10 @@ int main(int argc, char** argv) {
       for (Check& c : lowbit::gpu::fp8_checks(context)) checks.push_back(std::move(c));
     if (wanted("approx"))
       for (Check& c : lowbit::gpu::approx_checks(context)) checks.push_back(std::move(c));
+    if (wanted("bnb")) {
+      if (bnb_library.empty()) fmt::print(stderr, "lowbit-gpu-checks: bnb group skipped: no --bnb-library\n");
+      for (Check& c : lowbit::gpu::bnb_cuda_checks(context)) checks.push_back(std::move(c));
+    }
   } catch (const std::exception& e) {
     fmt::print(stderr, "lowbit-gpu-checks: error: {}\n", e.what());
     return 2;

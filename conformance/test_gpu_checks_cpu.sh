@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The CPU-testable parts of the GPU checks (docs/device/README.md): without a GPU,
+# lowbit-gpu-checks and device/gpu-checks.sh exit 2 with one line saying why; the pack script
+# makes a tree whose programs run from it alone and refuses a missing bitsandbytes library.
+#   usage: test_gpu_checks_cpu.sh SOURCE_DIR BUILD_DIR        (exit 77: skipped, a GPU is present)
+set -uo pipefail
+src=$1 build=$2
+if nvidia-smi -L >/dev/null 2>&1; then
+  echo "test_gpu_checks_cpu: skipped: a GPU is present (run device/gpu-checks.sh there)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+expect() {  # description, condition...
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAILED: $what"; failures=$((failures + 1)); fi
+}
+
+"$build/bin/lowbit-gpu-checks" --out "$tmp/out" >"$tmp/stdout" 2>"$tmp/stderr"
+expect "lowbit-gpu-checks without a GPU exits 2" test $? -eq 2
+expect "... with one line naming the reason" test "$(wc -l <"$tmp/stderr")" -eq 1
+expect "... that says there is no usable GPU" grep -q "^lowbit-gpu-checks: error: no usable GPU: " "$tmp/stderr"
+"$build/bin/lowbit-gpu-checks" --help >/dev/null
+expect "lowbit-gpu-checks --help exits 0" test $? -eq 0
+"$build/bin/lowbit-gpu-checks" --out "$tmp/o" --only nope >/dev/null 2>&1
+expect "an unknown --only group is refused" test $? -ne 0
+
+cd "$src"
+LOWBIT_BNB_CUDA_LIB=/nonexistent/libbitsandbytes_cuda130.so bash device/pack-gpu-run.sh "$build" "$tmp/pack" \
+  >/dev/null 2>"$tmp/stderr"
+expect "the pack refuses a missing bitsandbytes library" test $? -eq 2
+expect "... naming it" grep -q "/nonexistent/libbitsandbytes_cuda130.so" "$tmp/stderr"
+bash device/pack-gpu-run.sh "$build" "$tmp/pack" >"$tmp/stdout"
+expect "the pack is made" test $? -eq 0
+expect "... with both programs" test -x "$tmp/pack/bin/lowbit" -a -x "$tmp/pack/bin/lowbit-gpu-checks"
+expect "... and the fmt library they load" test -f "$tmp/pack/lib/libfmt.so.9"
+expect "... and the policies" test -f "$tmp/pack/share/lowbit/policies/bnb-cuda.json"
+expect "... and the golden cases through a link" test -f "$tmp/pack/share/lowbit/golden/MANIFEST.json"
+env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$tmp/pack/lib" "$tmp/pack/bin/lowbit" golden check >/dev/null 2>&1
+expect "the packed lowbit runs from the pack and finds its golden cases" test $? -eq 0
+bash device/gpu-checks.sh --prefix "$tmp/pack" "$tmp/run" >/dev/null 2>&1
+expect "gpu-checks.sh without a GPU exits 2" test $? -eq 2
+expect "... and its summary records why" grep -q "lowbit-gpu-checks: exit 2" "$tmp/run/summary.md"
+bash device/gpu-checks.sh --prefix "$tmp/nothing" "$tmp/run2" >/dev/null 2>"$tmp/stderr"
+expect "gpu-checks.sh with no programs exits 2" test $? -eq 2
+expect "... naming the missing program" grep -q "lowbit-gpu-checks is missing" "$tmp/stderr"
+((failures == 0)) || { echo "test_gpu_checks_cpu: $failures failed"; exit 1; }
+echo "test_gpu_checks_cpu: all passed"
