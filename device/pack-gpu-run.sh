@@ -17,8 +17,8 @@ die() { echo "pack-gpu-run: error: $*" >&2; exit 2; }
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib" "$dest/plugins" "$dest/share/lowbit"
 cp "$build/bin/lowbit-gpu-checks" "$build/tools/lowbit/lowbit" "$dest/bin/"
-# The CUDA plugins of the suite (conformance/plugins: names with "cuda"); the host-only ones stay here.
-find "$build/conformance" -maxdepth 2 -name '*cuda*.so' -exec cp {} "$dest/plugins/" \;
+# The CUDA plugins of the suite (conformance/plugins: cuda_*.so); the host-only ones stay here.
+find "$build/conformance" -maxdepth 2 -name 'cuda_*.so' -exec cp {} "$dest/plugins/" \;
 cp -r policies "$dest/share/lowbit/policies"
 ln -s "$(realpath --relative-to="$dest/share/lowbit" golden)" "$dest/share/lowbit/golden"
 
@@ -40,6 +40,22 @@ if [[ -n ${LOWBIT_BNB_CUDA_LIB:-} ]]; then
   [[ -f $LOWBIT_BNB_CUDA_LIB ]] || die "LOWBIT_BNB_CUDA_LIB=$LOWBIT_BNB_CUDA_LIB: no such file"
   mkdir -p "$dest/lib/bnb"
   cp "$LOWBIT_BNB_CUDA_LIB" "$dest/lib/bnb/libbitsandbytes_cuda130.so"
+fi
+# COAT's optimizer kernels, when LOWBIT_COAT_SRC names a COAT checkout (commit 80ec99f; it is not
+# in the repository): its kernel sources, and the input cases they run on, made here by the
+# reference (device/gpu-checks.d/coat-optimizer.sh).
+if [[ -n ${LOWBIT_COAT_SRC:-} ]]; then
+  kernels=$LOWBIT_COAT_SRC/coat/optimizer/kernels
+  [[ -d $kernels ]] || die "LOWBIT_COAT_SRC=$LOWBIT_COAT_SRC: no coat/optimizer/kernels/ there"
+  mkdir -p "$dest/coat-src/coat/optimizer"
+  cp -r "$kernels" "$dest/coat-src/coat/optimizer/"
+  for format in coat.optim.origin.e4m3 coat.optim.expand.e4m3; do
+    for spec in "normal:n=1000 3" "normal:n=40000,std=0.5 2" "lognormal:n=5000 2" "outliers:n=5000 2" "special 1"; do
+      set -- $spec
+      "$build/tools/lowbit/lowbit" golden generate --format "$format" --input "$1" --steps "$2" \
+        --out "$dest/coat-inputs" >/dev/null || die "golden generate --format $format --input $1 failed"
+    done
+  done
 fi
 size=$(du -sbL --exclude=golden "$dest" | cut -f1)
 echo "pack-gpu-run: $dest: $(ls "$dest/bin" | wc -l) programs, $(ls "$dest/plugins" | wc -l) plugins, $(ls "$dest/lib" | wc -l) libraries, $((size / 1048576)) MiB"
