@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "lowbit/cuda_runner.h"
 #include "lowbit/kernel_plugin.h"
 #include "lowbit/utf8.hpp"
 
@@ -31,7 +32,11 @@ constexpr int kChildPluginFault = 3;  // the child's exit code when the plugin i
 // The start of the memory shared with the child: how far it got, and its message.
 struct SharedHeader {
   std::int32_t kernel_status;
-  std::int32_t ran;  // 1 once the kernel's run returned
+  std::int32_t ran;          // 1 once the kernel's run returned
+  std::int32_t cuda_failed;  // 1: a CUDA call of the runner failed; message says which
+  std::int32_t on_device;    // 1: the kernel ran through the CUDA runner; kernel_ms is its time
+  float kernel_ms;           // CUDA kernels: the runner's event time
+  lowbit_cuda_device device; // probe_cuda_device: what the runner found
   char message[kMessageBytes];
 };
 
@@ -87,6 +92,15 @@ const lowbit_plugin& load_table(const std::string& library, SharedHeader& h) {
     if (!k.run) child_fails(h, which + " has no run function");
   }
   return *p;
+}
+
+// The CUDA runner's entry point `symbol`, from the library at `runner`, loaded in this child.
+void* runner_symbol(const std::string& runner, const char* symbol, SharedHeader& h) {
+  void* handle = dlopen(runner.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) child_fails(h, "cannot load the CUDA runner '" + runner + "': " + dlerror());
+  void* f = dlsym(handle, symbol);
+  if (!f) child_fails(h, "the CUDA runner '" + runner + "' exports no " + symbol);
+  return f;
 }
 
 // --- in the parent ---------------------------------------------------------------------------------
@@ -187,8 +201,31 @@ std::vector<PluginKernel> plugin_kernels(const std::string& library, double time
   return out;
 }
 
+CudaDevice probe_cuda_device(const std::string& runner, double timeout_seconds) {
+  SharedMemory shared(sizeof(SharedHeader));
+  SharedHeader& header = shared.header();
+  const pid_t pid = fork_child();
+  if (pid == 0) {
+    auto probe = reinterpret_cast<lowbit_cuda_probe_fn>(runner_symbol(runner, LOWBIT_CUDA_PROBE, header));
+    char message[kMessageBytes] = {};
+    if (probe(&header.device, message, kMessageBytes) != 0) {
+      message[kMessageBytes - 1] = '\0';
+      child_fails(header, message);
+    }
+    _exit(0);
+  }
+  int code = 0;
+  const std::string failure = wait_for(pid, timeout_seconds, code);
+  if (code == kChildPluginFault) throw CudaUnavailable(message_of(header));
+  if (!failure.empty()) throw CudaUnavailable("looking for a device with the CUDA runner '" + runner + "': " + failure);
+  lowbit_cuda_device& d = header.device;
+  d.name[sizeof d.name - 1] = '\0';
+  return {d.name, d.major, d.minor, d.driver_version, d.runtime_version};
+}
+
 KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
-                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds) {
+                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds,
+                            const std::string& cuda_runner) {
   std::vector<std::size_t> offsets;
   std::size_t total = aligned(sizeof(SharedHeader));
   for (const Tensor* t : like) {
@@ -204,13 +241,28 @@ KernelRun run_plugin_kernel(const std::string& library, const std::string& kerne
     for (std::uint32_t i = 0; i < p.kernel_count; ++i)
       if (kernel == p.kernels[i].name) k = &p.kernels[i];
     if (!k) child_fails(header, "no kernel named '" + kernel + "'");
-    if (k->memory != LOWBIT_MEMORY_HOST) child_fails(header, "kernel '" + kernel + "' takes CUDA memory; this harness runs host kernels");
+    const bool cuda = k->memory == LOWBIT_MEMORY_CUDA;
+    if (cuda && cuda_runner.empty()) child_fails(header, "kernel '" + kernel + "' takes CUDA memory, and no CUDA runner was given");
     std::vector<lowbit_tensor> in, out;
     for (const Tensor* t : inputs) in.push_back(abi_tensor(*t, const_cast<std::uint8_t*>(t->bytes.data())));
     for (std::size_t i = 0; i < like.size(); ++i) out.push_back(abi_tensor(*like[i], shared.bytes() + offsets[i]));
     char message[kMessageBytes] = {};
-    header.kernel_status = k->run(in.data(), static_cast<std::int32_t>(in.size()), params_json.c_str(), out.data(),
-                                  static_cast<std::int32_t>(out.size()), message, kMessageBytes);
+    if (cuda) {  // the runner copies in, runs, synchronizes and copies the outputs back into `out`
+      auto run_on_device = reinterpret_cast<lowbit_cuda_run_fn>(runner_symbol(cuda_runner, LOWBIT_CUDA_RUN, header));
+      char cuda_error[kMessageBytes] = {};
+      if (run_on_device(k->run, in.data(), static_cast<std::int32_t>(in.size()), params_json.c_str(), out.data(),
+                        static_cast<std::int32_t>(out.size()), &header.kernel_status, message, kMessageBytes,
+                        &header.kernel_ms, cuda_error, kMessageBytes) != 0) {
+        cuda_error[kMessageBytes - 1] = '\0';
+        std::memcpy(header.message, cuda_error, kMessageBytes);
+        header.cuda_failed = 1;
+        _exit(0);
+      }
+      header.on_device = 1;
+    } else {
+      header.kernel_status = k->run(in.data(), static_cast<std::int32_t>(in.size()), params_json.c_str(), out.data(),
+                                    static_cast<std::int32_t>(out.size()), message, kMessageBytes);
+    }
     message[kMessageBytes - 1] = '\0';
     std::memcpy(header.message, message, kMessageBytes);
     header.ran = 1;
@@ -220,11 +272,13 @@ KernelRun run_plugin_kernel(const std::string& library, const std::string& kerne
   KernelRun r;
   r.failure = wait_for(pid, timeout_seconds, code);
   if (code == kChildPluginFault) throw PluginError(library + ": " + message_of(header));
+  if (r.failure.empty() && header.cuda_failed == 1) r.failure = "failed on the device: " + message_of(header);
   if (r.failure.empty() && header.ran != 1) r.failure = "its process ended before the kernel returned";
   if (r.failure.empty() && header.kernel_status != 0)
     r.failure = "returned " + std::to_string(header.kernel_status) + ": " + message_of(header);
   if (!r.failure.empty()) return r;
   r.completed = true;
+  if (header.on_device == 1) r.kernel_ms = header.kernel_ms;
   for (std::size_t i = 0; i < like.size(); ++i) {
     const std::uint8_t* data = shared.bytes() + offsets[i];
     r.outputs.add(Tensor::from_bytes(like[i]->name, like[i]->dtype, like[i]->shape, {data, like[i]->bytes.size()}));

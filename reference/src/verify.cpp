@@ -21,7 +21,7 @@ VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, c
   VerifiedCase v;
   v.label = std::move(label);
   v.expected = expected;
-  KernelRun run = run_plugin_kernel(k.library, k.kernel, inputs, params, outputs, k.timeout_seconds);
+  KernelRun run = run_plugin_kernel(k.library, k.kernel, inputs, params, outputs, k.timeout_seconds, k.cuda_runner);
   v.actual.metadata = expected.metadata;
   v.actual.origin = "kernel " + k.kernel + " on " + v.label;
   for (const Tensor* t : inputs) v.actual.add(*t);
@@ -29,6 +29,7 @@ VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, c
     v.failure = run.failure;
     return v;
   }
+  v.kernel_ms = run.kernel_ms;
   for (Tensor& t : run.outputs.tensors) v.actual.add(std::move(t));
   v.report = compare_cases(expected, v.actual, policy);
   return v;

@@ -9,5 +9,8 @@ namespace lowbit::cli {
 
 std::filesystem::path shipped_policy_dir();  // the tolerance policies, <data>/policies
 std::filesystem::path shipped_golden_dir();  // the golden cases with MANIFEST.json, <data>/golden
+// The CUDA runner library (device/harness/) beside lowbit: <bin>/../lib/liblowbit_cuda_runner.so, in the
+// build tree as installed; present only where lowbit was built with a CUDA compiler.
+std::filesystem::path shipped_cuda_runner();
 
 }  // namespace lowbit::cli

@@ -2,7 +2,9 @@
 // against the reference on a battery of inputs and against the official golden cases of its format.
 #include <fmt/core.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "command.hpp"
 #include "lowbit/atomic_file.hpp"
@@ -73,10 +75,37 @@ PluginKernel pick_kernel(const VerifyOptions& o, std::string& library) {
                          "', which is not registered");
       if (!o.format.empty() && o.format != k.format)
         throw UsageError("--format " + o.format + ": kernel '" + k.name + "' implements " + k.format);
-      if (!k.host) throw UsageError("--kernel: kernel '" + k.name + "' takes CUDA memory; this lowbit runs host kernels");
       return k;
     }
   throw UsageError("--kernel: " + library + " has no kernel named '" + name + "' (it has " + names + ")");
+}
+
+// A CUDA-memory kernel: the runner library (LOWBIT_CUDA_RUNNER, else the one beside lowbit) and device
+// 0, found before any case runs; every way that fails is one line naming the kernel, exit 2.
+CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner) {
+  const std::string needs = "kernel '" + k.name + "' in '" + library + "' needs a CUDA device: ";
+  const char* given = std::getenv("LOWBIT_CUDA_RUNNER");
+  if (given && *given) {
+    runner = given;
+  } else {
+    runner = shipped_cuda_runner().string();
+    if (!std::filesystem::exists(runner))
+      throw UsageError(needs + "this lowbit was built without the CUDA runner (no " + runner +
+                       "; LOWBIT_CUDA_RUNNER may name one)");
+  }
+  try {
+    return probe_cuda_device(runner, timeout);
+  } catch (const CudaUnavailable& e) {
+    throw UsageError(needs + e.what());
+  }
+}
+
+// CUDA's version numbers (1000 * major + 10 * minor) as "13.0".
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+std::string device_text(const CudaDevice& d) {
+  return fmt::format("{} (compute capability {}.{}), driver {}, runtime {}", printable(d.name), d.major, d.minor,
+                     cuda_version(d.driver), cuda_version(d.runtime));
 }
 
 std::string case_line(const VerifiedCase& v) {
@@ -89,8 +118,9 @@ std::string case_line(const VerifiedCase& v) {
     allowed += t.allowed;
     if (!t.fault.empty()) faults += "; " + t.name + ": " + t.fault;
   }
-  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}", v.conformant() ? "ok      " : "MISMATCH",
-                     printable(v.label), elements, mismatches, allowed, printable(faults));
+  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}{}", v.conformant() ? "ok      " : "MISMATCH",
+                     printable(v.label), elements, mismatches, allowed, printable(faults),
+                     v.kernel_ms ? fmt::format(", kernel {:.3f} ms", *v.kernel_ms) : "");
 }
 
 int run_verify(VerifyOptions o) {
@@ -101,7 +131,12 @@ int run_verify(VerifyOptions o) {
   const PluginKernel picked = pick_kernel(o, library);
   note_input_file(library);  // no report or saved case may be written over the plugin
   const FormatSpec& format = *find_format(picked.format);
-  const KernelUnderReview k{library, picked.name, o.timeout};
+  KernelUnderReview k{library, picked.name, o.timeout, {}};
+  std::optional<CudaDevice> device;  // a CUDA kernel's GPU, found before anything else is read or run
+  if (!picked.host) {
+    device = cuda_device_for(picked, library, o.timeout, k.cuda_runner);
+    fmt::print("device: {}\n", device_text(*device));
+  }
   TolerancePolicy policy;
   try {
     policy = load_tolerance_policy(o.policy.empty() ? format.default_tolerance : o.policy, shipped_policy_dir());
@@ -177,6 +212,7 @@ int run_verify(VerifyOptions o) {
     nlohmann::json j = {{"label", v.label}, {"conformant", v.conformant()}};
     if (!v.failure.empty()) j["failure"] = v.failure;
     else j["comparison"] = report_json(v.report);
+    if (v.kernel_ms) j["kernel_ms"] = *v.kernel_ms;
     cases.push_back(j);
     if (!v.conformant())
       details += "\n### " + markdown_code(v.label) + "\n\n" +
@@ -185,11 +221,24 @@ int run_verify(VerifyOptions o) {
   const bool all = conformant == results.size();
   fmt::print("verify: kernel {} ({}), format {}, policy {}: {} of {} cases conformant: {}\n", printable(k.kernel),
              printable(library), format.name, policy.name, conformant, results.size(), all ? "conformant" : "NOT conformant");
-  const nlohmann::json report = {{"kernel", k.kernel}, {"library", library},   {"format", format.name},
-                                 {"policy", policy.name}, {"conformant", all}, {"cases", cases}};
-  const std::string md = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}",
+  nlohmann::json report = {{"kernel", k.kernel}, {"library", library},   {"format", format.name},
+                           {"policy", policy.name}, {"conformant", all}, {"cases", cases}};
+  std::string device_md;
+  if (device) {
+    report["device"] = {{"name", device->name},
+                        {"compute_capability", std::to_string(device->major) + "." + std::to_string(device->minor)},
+                        {"driver_version", cuda_version(device->driver)},
+                        {"runtime_version", cuda_version(device->runtime)}};
+    device_md = fmt::format("\nDevice: {} (compute capability {}.{}), CUDA driver {}, runtime {}.\n\n"
+                            "| case | kernel time (ms, CUDA events) |\n|---|---|\n",
+                            markdown_code(device->name), device->major, device->minor, cuda_version(device->driver),
+                            cuda_version(device->runtime));
+    for (const VerifiedCase& v : results)
+      device_md += "| " + markdown_code(v.label) + " | " + (v.kernel_ms ? fmt::format("{:.3f}", *v.kernel_ms) : "n/a") + " |\n";
+  }
+  const std::string md = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}{}",
                                      markdown_code(k.kernel), format.name, all ? "conformant" : "NOT conformant", conformant,
-                                     results.size(), markdown_text(policy.name), details);
+                                     results.size(), markdown_text(policy.name), device_md, details);
   o.output.write(report.dump(2) + "\n", md);
   return all ? kConformant : kNotConformant;
 }

@@ -33,8 +33,17 @@ typedef enum lowbit_dtype {
   LOWBIT_I64 = 7
 } lowbit_dtype;
 
-/* Where a kernel's tensors live. Version 1 harnesses run host kernels only (CUDA memory comes with
- * the device harness); a CUDA kernel in a table is refused by them with a message, not run. */
+/* Where a kernel's tensors live.
+ * HOST: every `data` pointer is host memory of the harness's process.
+ * CUDA: every `data` pointer is device memory of CUDA device 0, allocated by the harness with cudaMalloc
+ *   (inputs copied in, outputs zero-filled); `shape`, `name` and params_json stay host memory. run() is
+ *   called on the host thread and launches its work on the legacy default stream (stream 0); it may
+ *   return before that work is done: the harness records a CUDA event before and after the call,
+ *   synchronizes the device and checks cudaGetLastError, then copies the outputs back. A launch error
+ *   is seen by the plugin's own CUDA runtime only (a plugin links its runtime statically): check
+ *   cudaGetLastError() after launching and return nonzero with its message. The harness refuses a CUDA
+ *   kernel with one line (exit 2) where it has no CUDA runner or finds no device.
+ * conformance/plugins/cuda_perblock_plugin.cu is a CUDA kernel over this ABI. */
 typedef enum lowbit_memory { LOWBIT_MEMORY_HOST = 0, LOWBIT_MEMORY_CUDA = 1 } lowbit_memory;
 
 /* One tensor of a case: little-endian, row-major, contiguous; bytes = element count * dtype size. */
@@ -43,7 +52,8 @@ typedef struct lowbit_tensor {
   int32_t dtype;         /* a lowbit_dtype */
   int32_t rank;          /* number of dimensions, 0 for a scalar */
   const int64_t* shape;  /* rank entries */
-  void* data;            /* inputs: read only; outputs: the kernel writes every byte */
+  void* data;            /* host or device memory (the kernel's memory kind); inputs: read only; outputs:
+                            the kernel writes every byte */
   uint64_t bytes;
 } lowbit_tensor;
 

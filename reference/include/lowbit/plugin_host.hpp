@@ -3,6 +3,7 @@
 // library and runs one of its kernels on a case, always in a child process with a time limit, so
 // that a plugin that crashes, hangs or corrupts memory on load or on a case is reported, never takes
 // lowbit down. The child writes the kernel's outputs into memory shared with the parent.
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,23 +20,44 @@ struct PluginError : std::runtime_error {
 
 struct PluginKernel {
   std::string name, format;
-  bool host = true;  // false: the kernel's tensors live in CUDA memory (not run by this harness)
+  bool host = true;  // false: the kernel's tensors live in CUDA memory (run through the CUDA runner)
 };
 
 // The kernels a plugin library exports, read and checked in a child process. PluginError naming the
 // library and the fault.
 std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds);
 
+// The GPU a CUDA kernel runs on (device 0), as the CUDA runner (device/include/lowbit/cuda_runner.h)
+// describes it.
+struct CudaDevice {
+  std::string name;
+  int major = 0, minor = 0;          // compute capability
+  int driver = 0, runtime = 0;       // CUDA versions, 1000 * major + 10 * minor
+};
+
+// No CUDA kernel can run here: the runner library cannot be loaded, or it finds no usable device.
+// what() is the reason alone ("cudaGetDeviceCount: no CUDA-capable device is detected").
+struct CudaUnavailable : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Loads the CUDA runner library `runner` and asks it for device 0, in a child process (the parent never
+// initializes CUDA, so that every case's child starts clean). CudaUnavailable when it cannot.
+CudaDevice probe_cuda_device(const std::string& runner, double timeout_seconds);
+
 // What became of one run of a kernel on a case.
 struct KernelRun {
   bool completed = false;  // the kernel returned 0; outputs holds what it wrote
   std::string failure;     // otherwise: "returned 3: <its message>", "killed by signal 11 (SIGSEGV)", "timed out after 10 s"
   Case outputs;            // shaped like the `like` tensors, named as them
+  std::optional<double> kernel_ms;  // CUDA kernels: the time between the runner's two CUDA events
 };
 
 // Runs kernel `kernel` of `library` on the input tensors of `inputs` with `params_json`, its outputs
-// allocated (zero-filled) with the names, dtypes and shapes of `like` (the reference's outputs).
+// allocated (zero-filled) with the names, dtypes and shapes of `like` (the reference's outputs). A CUDA
+// kernel runs through `cuda_runner` (the runner library's path; PluginError when none is given).
 KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
-                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds);
+                            const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds,
+                            const std::string& cuda_runner = {});
 
 }  // namespace lowbit

@@ -2,6 +2,7 @@
 // Verifying a kernel under review: the reference (or an official golden case) and the kernel on the
 // same inputs, in a child process (plugin_host.hpp), compared bit for bit under a tolerance policy.
 // `lowbit verify` is this over a battery of inputs; the tests use it directly.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct KernelUnderReview {
   std::string library;  // path of the plugin's shared library
   std::string kernel;   // its name in the plugin's table
   double timeout_seconds = 60;
+  std::string cuda_runner;  // a CUDA-memory kernel: the CUDA runner library (plugin_host.hpp); "" for host kernels
 };
 
 struct VerifiedCase {
@@ -22,6 +24,7 @@ struct VerifiedCase {
   Case actual;              // the same inputs and the kernel's outputs (no outputs when it failed)
   std::string failure;      // the kernel crashed, hung or returned an error: "killed by signal 11 (SIGSEGV)"
   ComparisonReport report;  // the comparison, when the kernel completed
+  std::optional<double> kernel_ms;  // a CUDA kernel that completed: its time between CUDA events
   bool conformant() const { return failure.empty() && report.conformant; }
 };
 
