@@ -285,6 +285,18 @@ FormatSpec torchao_fp8_format() {
 
 // ---- plain per-block E4M3 ----------------------------------------------------------------------
 
+// The E4M3 grid in units of a block's absmax (every finite code's value / 448, ascending): its midpoints
+// are the cast's decision thresholds in a block led by an absmax of 1, where they lie near x / scale =
+// a midpoint; scaled-edges moves them under other scales, where x / s and x * (1 / s) disagree.
+std::vector<float> perblock_e4m3_grid() {
+  using fp8::E4M3FN;
+  const float max = fp8::decode<E4M3FN>(E4M3FN::max_finite);  // 448
+  std::vector<float> q;
+  for (unsigned c = E4M3FN::max_finite; c >= 1; --c) q.push_back(-fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
+  for (unsigned c = 0; c <= E4M3FN::max_finite; ++c) q.push_back(fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
+  return q;
+}
+
 FormatSpec fp8_perblock_format() {
   FormatSpec f;
   f.name = "fp8.perblock.e4m3";
@@ -307,6 +319,7 @@ FormatSpec fp8_perblock_format() {
   f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
     return explain_fp8_state(e, a, i);
   };
+  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(perblock_e4m3_grid(), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p));
