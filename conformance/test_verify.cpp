@@ -6,10 +6,15 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
+#include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
 #include "lowbit/plugin_host.hpp"
+#include "plugins/perblock_e4m3.cuh"
 
 using namespace lowbit;
 using namespace lowbit::test;
@@ -145,4 +150,113 @@ TEST_CASE("verify writes no report over the plugin it runs") {
   CHECK(r.output.find("k.so") != std::string::npos);
   CHECK(std::filesystem::file_size(dir / "k.so") == before);
   CHECK(plugin_kernels(dir / "k.so", 30).size() == 1);  // still the plugin
+}
+
+// ---- the CUDA memory kind ----------------------------------------------------------------------
+// The CUDA per-block E4M3 kernel (plugins/cuda_perblock_plugin.cu) runs only on a GPU (device/gpu-checks.d/
+// verify-cuda.sh; CTest verify_cuda_*). Here: its arithmetic against the reference's, through its host
+// twin; and verify's CUDA path (runner, probe, reports) through a fake runner that runs on the host.
+
+namespace {
+
+std::string fake_cuda(const std::string& mode) {
+  return "LOWBIT_FAKE_CUDA=" + mode + " LOWBIT_CUDA_RUNNER=" + plugin("fake_cuda_runner") + " " + std::string(LOWBIT_CLI);
+}
+
+}  // namespace
+
+TEST_CASE("the CUDA kernel's written-out E4M3 cast and decode are the reference's (CUDA satfinite, CUDA NaN)") {
+  // Every pattern of the top 16 bits (sign, exponent, the mantissa bits that decide E4M3's rounding)
+  // with low bits that make ties, just-above and just-below: 393 216 inputs.
+  std::uint64_t checked = 0, differ = 0;
+  for (std::uint32_t high = 0; high <= 0xFFFFu; ++high)
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      const float x = float_from_bits((high << 16) | low);
+      const std::uint8_t want = fp8::encode_nearest_even<fp8::E4M3FN>(x, fp8::cuda_satfinite());
+      differ += perblock::encode_e4m3_satfinite(x) != want;
+      ++checked;
+    }
+  CHECK(checked == 393216);
+  CHECK(differ == 0);
+  // hand-picked: 448 + half an ulp of E4M3 (464) saturates to 0x7E; -NaN loses its sign; -Inf -> -448;
+  // 2^-10 (half the smallest subnormal) ties to even 0; 3 * 2^-10 ties up to 2 * 2^-9 (code 0x02)
+  CHECK(perblock::encode_e4m3_satfinite(464.0f) == 0x7E);
+  CHECK(perblock::encode_e4m3_satfinite(float_from_bits(0xFFC00000u)) == 0x7F);
+  CHECK(perblock::encode_e4m3_satfinite(-std::numeric_limits<float>::infinity()) == 0xFE);
+  CHECK(perblock::encode_e4m3_satfinite(0x1p-10f) == 0x00);
+  CHECK(perblock::encode_e4m3_satfinite(0x3p-10f) == 0x02);
+  for (unsigned c = 0; c < 256; ++c) {
+    CAPTURE(c);
+    CHECK(bits_of(perblock::decode_e4m3(static_cast<std::uint8_t>(c))) ==
+          bits_of(fp8::decode<fp8::E4M3FN>(static_cast<std::uint8_t>(c))));
+  }
+  // the x86 NaNs of decode(code) * scale: a NaN code's own NaN, and 0 * Inf as SSE's 0xFFC00000
+  CHECK(bits_of(perblock::dequant_of(0x7F, 2.0f)) == 0x7FC00000u);
+  CHECK(bits_of(perblock::dequant_of(0x80, std::numeric_limits<float>::infinity())) == 0xFFC00000u);
+}
+
+TEST_CASE("verify: the CUDA per-block kernel's arithmetic (its host twin) is conformant; its reciprocal mutant is caught") {
+  const Run good = lowbit_cli("verify --kernel " + plugin("cuda_perblock_host_twin"));
+  CAPTURE(good.output);
+  CHECK(good.code == 0);
+  CHECK(lines_starting(good.output, "ok       ") == 7);  // edges, scaled-edges, special (2), three random
+  const Run bad = lowbit_cli("verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_host_twin"));
+  CAPTURE(bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("MISMATCH edges") != std::string::npos);
+  CHECK(bad.output.find("MISMATCH scaled-edges") != std::string::npos);
+}
+
+TEST_CASE("verify runs a CUDA-memory kernel through the CUDA runner: device and kernel times in both reports") {
+  TempDir dir("lowbit_verify_cuda_");
+  const Run r = run_shell(fake_cuda("ok") + " verify --kernel " + plugin("cuda_perblock_declared_twin") + " --report " +
+                          (dir / "r.json") + " --markdown " + (dir / "r.md"));
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  CHECK(r.output.starts_with("device: lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0\n"));
+  CHECK(lines_starting(r.output, "ok       ") == 7);
+  CHECK(r.output.find("mismatches (0 allowed), kernel 0.250 ms\n") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
+  CHECK(j.at("device") == nlohmann::json({{"name", "lowbit fake device"}, {"compute_capability", "9.0"},
+                                          {"driver_version", "13.1"}, {"runtime_version", "13.0"}}));
+  REQUIRE(j.at("cases").size() == 7);
+  for (const auto& c : j.at("cases")) CHECK(c.at("kernel_ms") == 0.25);
+  const std::string md = slurp(dir / "r.md");
+  CHECK(md.find("Device: `lowbit fake device` (compute capability 9.0), CUDA driver 13.1, runtime 13.0.") != std::string::npos);
+  CHECK(md.find("| `edges` | 0.250 |") != std::string::npos);
+
+  // the mutant declared as a CUDA kernel: caught the same way
+  const Run bad = run_shell(fake_cuda("ok") + " verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_declared_twin"));
+  CAPTURE(bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("MISMATCH scaled-edges") != std::string::npos);
+
+  // host kernels' reports are as before: no device, no kernel time
+  const Run host = lowbit_cli("verify --kernel " + plugin("cuda_perblock_host_twin") + " --input special --report " + (dir / "h.json"));
+  CHECK(host.code == 0);
+  CHECK(host.output.find("device:") == std::string::npos);
+  const nlohmann::json h = nlohmann::json::parse(slurp(dir / "h.json"));
+  CHECK(!h.contains("device"));
+  CHECK(!h.at("cases").at(0).contains("kernel_ms"));
+}
+
+TEST_CASE("verify: a CUDA kernel with no device is refused before any case, one line, exit 2; a device fault fails its case") {
+  TempDir dir("lowbit_verify_cuda_");
+  const std::string lib = plugin("cuda_perblock_declared_twin");
+  const Run none = run_shell(fake_cuda("no-device") + " verify --kernel " + lib + " --report " + (dir / "r.json"));
+  CAPTURE(none.output);
+  CHECK(none.code == 2);
+  CHECK(none.output == "lowbit: error: kernel 'host-twin.fp8.perblock.e4m3' in '" + lib +
+                           "' needs a CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected\n");
+  CHECK(!std::filesystem::exists(dir / "r.json"));
+  const Run missing = run_shell("LOWBIT_CUDA_RUNNER=/nonexistent/runner.so " + std::string(LOWBIT_CLI) + " verify --kernel " + lib);
+  CAPTURE(missing.output);
+  CHECK(missing.code == 2);
+  CHECK(count_lines(missing.output) == 1);
+  CHECK(missing.output.find("needs a CUDA device: cannot load the CUDA runner '/nonexistent/runner.so'") != std::string::npos);
+  const Run fault = run_shell(fake_cuda("fault") + " verify --kernel " + lib + " --input special --no-golden");
+  CAPTURE(fault.output);
+  CHECK(fault.code == 1);
+  CHECK(fault.output.find("FAILED   special: the kernel failed on the device: cudaDeviceSynchronize after the kernel: an "
+                          "illegal memory access was encountered") != std::string::npos);
 }
