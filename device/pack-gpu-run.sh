@@ -19,6 +19,9 @@ mkdir -p "$dest/bin" "$dest/lib" "$dest/plugins" "$dest/share/lowbit"
 cp "$build/bin/lowbit-gpu-checks" "$build/tools/lowbit/lowbit" "$dest/bin/"
 # The CUDA plugins of the suite (conformance/plugins: cuda_*.so); the host-only ones stay here.
 find "$build/conformance" -maxdepth 2 -name 'cuda_*.so' -exec cp {} "$dest/plugins/" \;
+# lowbit verify's CUDA runner, where lowbit looks for it: bin/../lib (device/harness/)
+[[ -f $build/tools/lib/liblowbit_cuda_runner.so ]] || die "$build/tools/lib/liblowbit_cuda_runner.so is missing: build with nvcc"
+cp "$build/tools/lib/liblowbit_cuda_runner.so" "$dest/lib/"
 cp -r policies "$dest/share/lowbit/policies"
 ln -s "$(realpath --relative-to="$dest/share/lowbit" golden)" "$dest/share/lowbit/golden"
 

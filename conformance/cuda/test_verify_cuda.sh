@@ -59,7 +59,7 @@ case "$mode" in
     ;;
   gpu)
     [ "$has_device" -eq 1 ] || skip "no usable CUDA device: $probe"
-    bash "$source/device/gpu-checks.d/verify-cuda.sh" "$(dirname "$(dirname "$(dirname "$lowbit")")")" "$scratch/out" ||
+    LOWBIT=$lowbit LOWBIT_PLUGIN_DIR=$plugins bash "$source/device/gpu-checks.d/verify-cuda.sh" "$(dirname "$lowbit")" "$scratch/out" ||
       fail "verify-cuda.sh"
     ;;
   *) fail "unknown mode $mode" ;;

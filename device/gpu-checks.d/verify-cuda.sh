@@ -3,10 +3,12 @@
 # and on its mutant (x times 1/scale). The kernel must be conformant (exit 0) and the mutant caught
 # (exit 1); anything else (exit 2: no device, no runner, a plugin that does not load) is a failure.
 #
-# usage: verify-cuda.sh BIN_DIR OUT_DIR
-#   BIN_DIR  a build tree of lowbit built with nvcc (lowbit at tools/lowbit/lowbit, the runner at
-#            tools/lib/liblowbit_cuda_runner.so, the plugins in conformance/plugins/); the environment
-#            may name them instead: LOWBIT (the command), LOWBIT_PLUGIN_DIR, LOWBIT_CUDA_RUNNER.
+# usage: verify-cuda.sh BIN_DIR OUT_DIR     (device/gpu-checks.sh calls it so)
+#   BIN_DIR  the bin/ folder of a pack (device/pack-gpu-run.sh: lowbit in bin/, the CUDA runner in
+#            lib/, the plugins in plugins/) or of a build tree built with nvcc (build/release/bin:
+#            lowbit at ../tools/lowbit/lowbit, the runner at ../tools/lib/, the plugins at
+#            ../conformance/plugins/); the environment may name them instead: LOWBIT (the command),
+#            LOWBIT_PLUGIN_DIR, LOWBIT_CUDA_RUNNER.
 #   OUT_DIR  gets, per plugin, NAME.json and NAME.md (verify's reports: device, compute capability,
 #            driver and runtime versions, the kernel time of every case) and NAME.log (its output).
 # Exits 0 when both results are as expected, 1 otherwise, 2 on bad usage.
@@ -17,8 +19,16 @@ if [ $# -ne 2 ]; then
 fi
 bin=$1
 out=$2
-lowbit=${LOWBIT:-$bin/tools/lowbit/lowbit}
-plugins=${LOWBIT_PLUGIN_DIR:-$bin/conformance/plugins}
+lowbit=${LOWBIT:-}
+if [ -z "$lowbit" ]; then
+  lowbit=$bin/lowbit
+  [ -x "$lowbit" ] || lowbit=$bin/../tools/lowbit/lowbit
+fi
+plugins=${LOWBIT_PLUGIN_DIR:-}
+if [ -z "$plugins" ]; then
+  plugins=$bin/../plugins
+  [ -d "$plugins" ] || plugins=$bin/../conformance/plugins
+fi
 if [ ! -x "$lowbit" ]; then
   echo "verify-cuda: no lowbit command at $lowbit" >&2
   exit 2
