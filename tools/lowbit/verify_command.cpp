@@ -251,7 +251,9 @@ Subcommand add_verify_command(CLI::App& parent) {
       "Run a kernel under review (a plugin: device/include/lowbit/kernel_plugin.h) and the reference on the same\n"
       "inputs and compare their outputs bit for bit, then run the kernel on the official golden cases of its\n"
       "format. The kernel runs in a child process with a time limit: a crash, a hang or an error status is\n"
-      "reported as not conformant. Optimizer steps start each step from the reference's state.\n"
+      "reported as not conformant. Optimizer steps start each step from the reference's state. A kernel\n"
+      "declaring CUDA memory runs on device 0 through the CUDA runner beside lowbit (or LOWBIT_CUDA_RUNNER);\n"
+      "without one, or without a device, verify says so in one line (exit 2).\n"
       "Exit 0 conformant, 1 not, 2 bad input or an unusable plugin.");
   auto o = std::make_shared<VerifyOptions>();
   cmd->add_option("--kernel", o->kernel, "The plugin library, LIB or LIB:NAME when it holds several kernels")->required();
