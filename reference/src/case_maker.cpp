@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <filesystem>
+
+#include "lowbit/file_input.hpp"
 
 namespace lowbit {
 
@@ -64,8 +67,45 @@ CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, con
   return with_metadata(Case{}, format, params, file_name_safe(stem.empty() ? "case" : stem), "none", 0, made_by);
 }
 
+namespace {
+
+// The cases of a file: input: the quantizer's input as the file holds it (dtype and shape kept); an
+// optimizer's param and grad from the file, the same gradient at every step.
+void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
+                        const MadeBy& made_by, const std::function<Case(CaseToRun)>& run) {
+  const std::filesystem::path path = spec.args.at("path");
+  const auto tensor = spec.args.find("tensor");
+  const std::string stem = file_name_safe("file." + path.stem().string() +
+                                          (tensor != spec.args.end() ? "." + tensor->second : "") +
+                                          differing_params(format, params));
+  if (!format.fresh_state) {
+    Case in;
+    in.add(file_input_tensor(spec));
+    run(with_metadata(std::move(in), format, params, stem, spec.text, 0, made_by));
+    return;
+  }
+  if (tensor != spec.args.end())
+    throw std::invalid_argument("input spec '" + spec.text + "': an optimizer takes the file's 'param' and 'grad'; "
+                                "drop ':" + tensor->second + "'");
+  const Case file = read_file_input(spec);
+  const std::vector<float> param = file.require("param").f32(), grad = file.require("grad").f32();
+  if (grad.size() != param.size())
+    throw std::invalid_argument("input spec '" + spec.text + "': 'grad' has " + std::to_string(grad.size()) +
+                                " elements and 'param' " + std::to_string(param.size()));
+  Case state = format.fresh_state(param, params);
+  for (int k = 1; k <= steps; ++k) {
+    state.add(Tensor::from_f32("grad", state.require("param").shape, grad));
+    const std::string described = spec.text + " (param and grad; step " + std::to_string(k) + ")";
+    state = advanced_state(run(with_metadata(std::move(state), format, params, stem + ".step" + std::to_string(k),
+                                             described, 0, made_by)));
+  }
+}
+
+}  // namespace
+
 void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
                    const MadeBy& made_by, const std::function<Case(CaseToRun)>& run) {
+  if (spec.kind == "file") return for_each_file_case(format, params, spec, steps, made_by, run);
   const std::string stem = case_stem(spec, format, params);
   if (!format.fresh_state) {
     const std::vector<float> values = generate_inputs(spec, format, params);

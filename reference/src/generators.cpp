@@ -1,5 +1,7 @@
 #include "lowbit/generators.hpp"
 
+#include "lowbit/file_input.hpp"
+
 #include <fmt/format.h>
 
 #include <cmath>
@@ -85,6 +87,7 @@ double InputSpec::number(const std::string& key, double fallback) const {
 }
 
 InputSpec parse_input_spec(const std::string& text) {
+  if (is_file_spec(text)) return parse_file_spec(text);
   InputSpec s;
   s.text = text;
   const auto colon = text.find(':');
@@ -93,6 +96,7 @@ InputSpec parse_input_spec(const std::string& text) {
   if (keys == known_keys().end()) {
     std::string kinds;
     for (const auto& [k, v] : known_keys()) kinds += (kinds.empty() ? "" : ", ") + k;
+    kinds += ", file:PATH[:TENSOR]";
     throw std::invalid_argument("input spec '" + text + "': unknown kind '" + s.kind + "' (known: " + kinds + ")");
   }
   if (colon != std::string::npos) {
@@ -147,6 +151,7 @@ std::vector<float> scaled_edges(const InputSpec& spec, const FormatSpec& format,
 }
 
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  if (spec.kind == "file") return file_input_values(spec);
   std::mt19937_64 rng(spec.seed());
   const std::size_t n = spec.count();
   std::vector<float> out;

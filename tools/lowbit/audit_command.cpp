@@ -439,7 +439,8 @@ Subcommand add_audit_command(CLI::App& parent) {
   cmd->add_option("--input", o->inputs,
                   "Input specs (one or more), the kinds of golden generate but edges: normal|uniform|lognormal|student-t|"
                   "constant|outliers|adam-m|adam-v:key=value,... (adam-m, adam-v: synthetic AdamW moments, keys n, seed, "
-                  "steps, std, spread). Default normal:n=1048576,seed=1 when no --state");
+                  "steps, std, spread), or file:PATH[:TENSOR] (a tensor of a safetensors file, flattened). Default "
+                  "normal:n=1048576,seed=1 when no --state");
   cmd->add_option("--state", o->state, "A safetensors optimizer state: audits every tensor whose name contains exp_avg");
   cmd->add_option("--tensors", o->tensors, "Comma-separated tensor names of --state to audit instead")->delimiter(',');
   add_threads_option(*cmd, o->threads);

@@ -141,7 +141,9 @@ std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann
 // Writes the cases and the updated manifest all together or not at all. A case whose file (or
 // manifest entry) already holds different bytes is refused, naming it, unless `replace`; the same
 // bytes again are left as they are.
-void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, bool replace) {
+// `inputs`: the files of file: input specs, which no case may overwrite, --replace or not.
+void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, bool replace,
+             const std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   const fs::path folder = fs::path(out) / format;
   const bool had_out = fs::exists(out), had_folder = fs::exists(folder);
@@ -166,6 +168,9 @@ void publish(const std::string& out, const std::string& format, const std::vecto
       const std::string target = (fs::path(out) / c.relative).string();
       const ManifestEntry entry = describe_case_bytes(c.relative, c.bytes, target);
       const bool on_disk = fs::exists(target);
+      for (const std::string& input : inputs)
+        if (on_disk && fs::exists(input) && fs::equivalent(target, input))
+          throw UsageError("--out: '" + target + "' is the --input file " + input + "; write the cases elsewhere");
       const bool same_file = on_disk && read_file_bytes(target) == c.bytes;
       const ManifestEntry* listed = find_entry(manifest, c.relative);
       if (((on_disk && !same_file) || (listed && listed->sha256 != entry.sha256)) && !replace)
@@ -227,7 +232,10 @@ int run_generate(const GenerateOptions& o) {
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
   read_manifest(o.out);  // a malformed one fails before the work (publish reads it again, locked)
-  publish(o.out, spec->name, generate_cases(*spec, params, given, specs, needs_input, o.steps), o.replace);
+  std::vector<std::string> input_files;
+  for (const InputSpec& s : specs)
+    if (s.kind == "file") input_files.push_back(s.args.at("path"));
+  publish(o.out, spec->name, generate_cases(*spec, params, given, specs, needs_input, o.steps), o.replace, input_files);
   return kConformant;
 }
 
@@ -274,7 +282,8 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges;\n"
-                  "all take n (default 4096) and seed (default 1). Formats without an input (tables) take none");
+                  "all take n (default 4096) and seed (default 1); file:PATH[:TENSOR] takes your own tensor from a\n"
+                  "safetensors file (shape kept; optimizers: its param and grad). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");
   gen->add_option("--steps", g->steps,
                   "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"

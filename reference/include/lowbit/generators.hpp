@@ -19,7 +19,8 @@ namespace lowbit {
 //   edges (the format's own boundaries: every value, every midpoint and its neighbours),
 //   scaled-edges (block-wise formats: the edges under block scales that are not powers of two, each
 //   value also 1 and 2 ulps either way: separates x / s from x * (1 / s), fused from unfused, ties),
-//   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below).
+//   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below),
+//   file:PATH[:TENSOR] (the user's own tensor from a safetensors file: lowbit/file_input.hpp).
 // Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.
 // The largest n: 2^28 float32 values are 1 GiB; golden generate holds the input, the reference's
