@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Every test: set up, build, run all CTest suites including the slow exhaustive float32 sweeps;
 # then the fast suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and a fuzz smoke
-# run of the case reader (100 000 executions, clang + libFuzzer). Ends with one line:
-# "test-all: N passed, N failed" (CTest tests of both runs, plus the fuzz run), or the stage that failed.
+# run (clang + libFuzzer): the case reader (100 000 executions) and the pipeline fuzzers (inspect,
+# compare, conform; scripts/fuzz-smoke.sh). Ends with one line: "test-all: N passed, N failed" (CTest
+# tests of both runs, plus each fuzz target and the seed check), or the stage that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,6 +37,6 @@ stage="sanitizer tests"
 ctest --preset sanitize 2>&1 | tee "$log"
 count_ctest
 stage="fuzz smoke"
-bash scripts/fuzz-smoke.sh 100000
-passed=$((passed + 1))
+bash scripts/fuzz-smoke.sh 100000 2>&1 | tee "$log"
+passed=$((passed + $(grep -c '^fuzz-smoke: .*: ok' "$log")))
 echo "test-all: $passed passed, $failed failed"
