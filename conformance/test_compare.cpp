@@ -142,6 +142,25 @@ TEST_CASE("a missing tensor or another dtype is a fault, not a pass") {
   CHECK_FALSE(compare_cases(e, b, TolerancePolicy{}).conformant);
 }
 
+TEST_CASE("the code distance of I64 values far apart is exact, without a signed overflow") {
+  // found by fuzz_compare: ev - av in int64 overflowed (UBSan) for values of opposite signs. (2^64 - 1,
+  // from INT64_MIN to INT64_MAX, would read as kNoDistance, the NaN marker: one less is the largest.)
+  const std::int64_t lo = INT64_MIN, hi = INT64_MAX - 1;
+  Case e;
+  e.origin = "expected.safetensors";
+  e.add(Tensor::from_i64("step", {3}, std::vector<std::int64_t>{lo, -2, hi}));
+  Case a = e;
+  a.origin = "actual.safetensors";
+  a.add(Tensor::from_i64("step", {3}, std::vector<std::int64_t>{hi, 3, lo}));
+  const ComparisonReport r = compare_cases(e, a, TolerancePolicy{});
+  const TensorComparison& t = tensor(r, "step");
+  REQUIRE(t.first_mismatches.size() == 3);
+  CHECK(t.first_mismatches[0].code_distance == UINT64_MAX - 1);  // 2^64 - 2
+  CHECK(t.first_mismatches[1].code_distance == 5);
+  CHECK(t.first_mismatches[2].code_distance == UINT64_MAX - 1);
+  CHECK(t.max_code_distance == UINT64_MAX - 1);
+}
+
 TEST_CASE("the Markdown report names the differing element in hex and decimal") {
   const Case e = reference_case({1.0f, 2.0f, 3.0f});
   const ComparisonReport r = compare_cases(e, with_code(e, 2, 0x45), TolerancePolicy{});

@@ -45,7 +45,9 @@ void measure(const Tensor& t, std::uint64_t e, std::uint64_t a, MismatchRecord& 
     const std::int64_t ev = as_signed(e), av = as_signed(a);
     m.expected_value = static_cast<double>(ev);
     m.actual_value = static_cast<double>(av);
-    m.code_distance = static_cast<std::uint64_t>(ev > av ? ev - av : av - ev);
+    // in uint64: ev - av overflows int64 for far-apart I64 values (the distance itself always fits)
+    m.code_distance = ev > av ? static_cast<std::uint64_t>(ev) - static_cast<std::uint64_t>(av)
+                              : static_cast<std::uint64_t>(av) - static_cast<std::uint64_t>(ev);
   }
 }
 
