@@ -11,6 +11,9 @@
 //   fuzz_cases write FILE PREFIX writes them as PREFIX.expected.safetensors and (as fuzz_compare
 //                                decodes the rest) PREFIX.actual.safetensors, to reproduce a finding
 //                                with the lowbit command
+//   fuzz_cases replay inspect|conform CASE, replay compare EXPECTED ACTUAL
+//                                a target's steps on case files, under this build's sanitizers: prints
+//                                the outcome (a refusal's message), aborts on an unchecked exception
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "fuzz_case_builder.hpp"
+#include "fuzz_outcome.hpp"
 #include "fuzz_policies.hpp"
 #include "lowbit/compare.hpp"
 
@@ -74,6 +78,39 @@ void decode(const std::string& path, const std::string& prefix) {
   write_case(prefix + ".actual.safetensors", actual);
 }
 
+// The steps of fuzz_inspect, fuzz_conform or fuzz_compare on case files.
+int replay(const std::string& target, const std::vector<std::string>& files) {
+  std::string outcome = "a result";
+  const bool clean = fuzz::clean_outcome(target.c_str(), [&] {
+    try {
+      const Case expected = read_case(files.at(0));
+      const FormatSpec* spec = find_format(expected.format());
+      if (target == "inspect" && spec) {
+        const DequantizedState s = dequantized_state(*spec, expected);
+        outcome = s.unavailable.empty() ? std::to_string(s.values.size()) + " dequantized values" : s.unavailable;
+      } else if (target == "conform" && spec) {
+        validate_case(*spec, expected, CaseScope::Complete);
+        const ComparisonReport r =
+            compare_cases(expected, run_reference(*spec, expected), fuzz::fuzzed_policy(spec->default_tolerance, 0));
+        (void)report_json(r).dump(2);
+        outcome = report_markdown(r).substr(0, 120);
+      } else if (target == "compare" && files.size() == 2) {
+        const ComparisonReport r = compare_cases(expected, read_case(files[1]),
+                                                 fuzz::fuzzed_policy(spec ? spec->default_tolerance : "bit-exact", 0));
+        (void)report_json(r).dump(2);
+        outcome = r.conformant ? "conformant" : "not conformant";
+      } else {
+        outcome = "nothing to run (no registered format, or not two files for compare)";
+      }
+    } catch (const std::exception& e) {
+      outcome = e.what();
+      throw;
+    }
+  });
+  std::printf("fuzz_cases replay %s: %s: %s\n", target.c_str(), clean ? "finished" : "refused", outcome.c_str());
+  return 0;
+}
+
 int check_or_write_seeds(const std::filesystem::path& dir, bool write);
 
 }  // namespace
@@ -83,8 +120,10 @@ int main(int argc, char** argv) {
   if (mode == "show" && argc == 3) decode(argv[2], "");
   else if (mode == "write" && argc == 4) decode(argv[2], argv[3]);
   else if ((mode == "check-seeds" || mode == "write-seeds") && argc == 3) return check_or_write_seeds(argv[2], mode == "write-seeds");
+  else if (mode == "replay" && argc >= 4) return replay(argv[2], std::vector<std::string>(argv + 3, argv + argc));
   else {
-    std::fprintf(stderr, "usage: fuzz_cases check-seeds DIR | write-seeds DIR | show FILE | write FILE PREFIX\n");
+    std::fprintf(stderr, "usage: fuzz_cases check-seeds DIR | write-seeds DIR | show FILE | write FILE PREFIX | "
+                         "replay inspect|conform CASE | replay compare EXPECTED ACTUAL\n");
     return 2;
   }
   return 0;

@@ -2,7 +2,7 @@
 # Fuzz smoke run: clang + libFuzzer + ASan/UBSan, each target a fixed number of executions with a fixed
 # seed, from its committed seeds. The case reader (conformance/fuzz_seeds/, default 100 000
 # executions) and the pipeline behind it on well-formed cases (conformance/fuzz_seeds_pipeline/,
-# default 3 000 executions each): inspect's dequantizers, compare with its explainers and reports,
+# default 6 000 executions each): inspect's dequantizers, compare with its explainers and reports,
 # conform's reference run. The pipeline seeds are first checked to decode to complete, conformant
 # cases. One line per target: "fuzz-smoke: TARGET: ok (...)" or "fuzz-smoke: TARGET: FAILED"; exits
 # non-zero when any failed. Crash inputs go to build/fuzz/artifacts/.
@@ -10,13 +10,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reader_runs="${1:-100000}"
-pipeline_runs="${2:-3000}"
+pipeline_runs="${2:-6000}"
 bash scripts/build.sh fuzz
 bin=build/fuzz/conformance
 mkdir -p build/fuzz/artifacts
 failed=0
 
-if "$bin"/fuzz_cases check-seeds conformance/fuzz_seeds_pipeline > build/fuzz/seed_check.log 2>&1; then
+if LSAN_OPTIONS=print_suppressions=0 "$bin"/fuzz_cases check-seeds conformance/fuzz_seeds_pipeline > build/fuzz/seed_check.log 2>&1; then
   echo "fuzz-smoke: fuzz_cases check-seeds: ok ($(grep -o "[0-9]* seeds, [0-9]* failed" build/fuzz/seed_check.log))"
 else
   cat build/fuzz/seed_check.log
@@ -24,12 +24,13 @@ else
   failed=1
 fi
 
-# run_target TARGET SEED_DIR RUNS MAX_LEN
+# run_target TARGET SEED_DIR RUNS MAX_LEN [OPTION...]
 run_target() {
   local target=$1 seeds=$2 runs=$3 max_len=$4 corpus=build/fuzz/corpus/$1 log=build/fuzz/$1.log start=$SECONDS
+  shift 4
   rm -rf "$corpus" && mkdir -p "$corpus" && cp "$seeds"/* "$corpus"/
   if "$bin/$target" -runs="$runs" -seed=1 -max_len="$max_len" -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 \
-       -artifact_prefix=build/fuzz/artifacts/"$target"- "$corpus" > "$log" 2>&1; then
+       -artifact_prefix=build/fuzz/artifacts/"$target"- "$@" "$corpus" > "$log" 2>&1; then
     tail -n 12 "$log"
     echo "fuzz-smoke: $target: ok ($runs runs, $((SECONDS - start)) s)"
   else
@@ -40,7 +41,11 @@ run_target() {
 }
 
 run_target fuzz_case_reader conformance/fuzz_seeds "$reader_runs" 4096
+# The pipeline targets grow their inputs from one-byte seeds at once (-len_control=0). Entropic
+# scheduling took a third of an execution's time (perf) and is off; ASan records no allocation stacks
+# (rerun a finding's input for them).
 for target in fuzz_inspect fuzz_compare fuzz_conform; do
-  run_target "$target" conformance/fuzz_seeds_pipeline "$pipeline_runs" 4096
+  ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0 \
+    run_target "$target" conformance/fuzz_seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
 done
 exit "$failed"
