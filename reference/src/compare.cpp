@@ -131,6 +131,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
     const std::vector<bool> scale_differs =
         decl ? entries_differ(decl->layout, map, t.name, expected, actual) : std::vector<bool>{};
     std::vector<BlockStats> per_block(map.blocks);
+    ElementExplainer explainer;  // made at the tensor's first mismatch that needs one
+    bool explainer_made = false;
     for (std::size_t i = 0; i < tc.elements; ++i) {
       const std::uint64_t eb = t.bits_at(i), ab = a->bits_at(i);
       if (eb == ab) {
@@ -144,7 +146,13 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       m.actual_bits = ab;
       measure(t, eb, ab, m);
       if (!scale_differs.empty() && scale_differs[m.block]) m.why = {MismatchClass::ScalePropagated, 0};
-      else if (explainable) m.why = spec->explain(expected, actual, t.name, i);
+      else if (explainable) {
+        if (!explainer_made) {
+          explainer = spec->explain(expected, actual, t.name);
+          explainer_made = true;
+        }
+        if (explainer) m.why = explainer(i);
+      }
       m.allowed = allowed_by(policy, m.why);
 
       ++tc.mismatches;

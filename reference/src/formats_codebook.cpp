@@ -55,53 +55,61 @@ using Normalize = float (*)(float x, float scale);
 float divide(float x, float scale) { return x / scale; }
 float times_reciprocal(float x, float absmax) { return x * (1.0f / absmax); }
 
-struct CodeView {
-  const Tensor* expected;
-  const Tensor* actual;
+// What a block-wise quantizer's explainers read once per comparison: the codes of both cases, the
+// input, the scales and the block of each code. Only `codes` and `dequant` (element i is code i)
+// are explained; a scale, a packed nibble pair or a table entry is not an element of the codes.
+struct CodeContext {
+  const Tensor* expected = nullptr;
+  const Tensor* actual = nullptr;
+  const Tensor* input = nullptr;
+  std::vector<float> scale;
+  BlockMap blocks;
+
+  // The normalized input the quantizer saw at i and the two codes, when they are comparable.
+  std::optional<float> normalized(std::size_t i, Normalize normalize) const {
+    if (i >= expected->bytes.size() || i >= input->element_count()) return std::nullopt;
+    const std::size_t block = blocks.block_of(i);
+    if (block >= scale.size()) return std::nullopt;
+    return normalize(input->value_as_float(i), scale[block]);
+  }
 };
 
-std::optional<CodeView> code_tensors(const Case& e, const Case& a, std::size_t i) {
+std::optional<CodeContext> code_context(const Case& e, const Case& a, const std::string& tensor) {
+  if (tensor != "codes" && tensor != "dequant") return std::nullopt;
   const Tensor* want = e.find("codes");
   const Tensor* got = a.find("codes");
-  if (!want || !got || want->dtype != got->dtype || want->bytes.size() != got->bytes.size() || i >= want->bytes.size())
-    return std::nullopt;
-  return CodeView{want, got};
-}
-
-// The scale entry of codes[i]: its block under the format's layout.
-std::optional<float> scale_of(const Case& e, std::size_t i) {
+  const Tensor* input = e.find("input");
   const Tensor* scale = e.find("scale");
-  if (!scale || !e.find("codes")) return std::nullopt;
-  const std::size_t block = block_map(e, "codes").block_of(i);
-  if (block >= scale->element_count()) return std::nullopt;
-  return scale->value_as_float(block);
+  if (!want || !got || !input || !scale || want->dtype != got->dtype || want->bytes.size() != got->bytes.size())
+    return std::nullopt;
+  return CodeContext{want, got, input, scale->f32(), block_map(e, "codes")};
 }
 
-Explanation explain_codebook(const Case& e, const Case& a, std::size_t i, Normalize normalize) {
-  const auto codes = code_tensors(e, a, i);
-  const Tensor* input = e.find("input");
+ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::string& tensor, Normalize normalize) {
+  const auto c = code_context(e, a, tensor);
   const Tensor* qmap = e.find("qmap");
-  const auto scale = scale_of(e, i);
-  if (!codes || !input || !qmap || !scale) return {};
-  const int ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
-  if (std::abs(ce - ca) != 1) return {};
-  const auto q = qmap->f32();
-  if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
-  const float y = normalize(input->value_as_float(i), *scale);
-  return explain_neighbours(y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
+  if (!c || !qmap) return {};
+  return [c = *c, q = qmap->f32(), normalize](std::size_t i) -> Explanation {
+    const auto y = c.normalized(i, normalize);
+    if (!y) return {};
+    const int ce = c.expected->bytes[i], ca = c.actual->bytes[i];
+    if (std::abs(ce - ca) != 1 || static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
+    return explain_neighbours(*y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
+  };
 }
 
-Explanation explain_fp8_state(const Case& e, const Case& a, std::size_t i) {
-  const auto codes = code_tensors(e, a, i);
-  const Tensor* input = e.find("input");
-  const auto scale = scale_of(e, i);
-  if (!codes || !input || !scale) return {};
-  const std::uint8_t ce = codes->expected->bytes[i], ca = codes->actual->bytes[i];
-  if (fp8::E4M3FN::is_nan(ce) || fp8::E4M3FN::is_nan(ca) || std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) != 1)
-    return {};
-  const float y = input->value_as_float(i) / *scale;
-  const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
-  return explain_neighbours(y, std::min(ve, va), std::max(ve, va));
+ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::string& tensor) {
+  const auto c = code_context(e, a, tensor);
+  if (!c) return {};
+  return [c = *c](std::size_t i) -> Explanation {
+    const auto y = c.normalized(i, divide);
+    if (!y) return {};
+    const std::uint8_t ce = c.expected->bytes[i], ca = c.actual->bytes[i];
+    if (fp8::E4M3FN::is_nan(ce) || fp8::E4M3FN::is_nan(ca) || std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) != 1)
+      return {};
+    const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
+    return explain_neighbours(*y, std::min(ve, va), std::max(ve, va));
+  };
 }
 
 // Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the
@@ -212,8 +220,8 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     if (bits == 4) out.push_back(u8_tensor("codes_packed", blockwise::pack_nibbles(quantized.codes)));
     return out;
   };
-  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_codebook(e, a, i, divide);
+  f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
+    return codebook_explainer(e, a, tensor, divide);
   };
   f.auxiliary_inputs = [map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
@@ -266,9 +274,7 @@ FormatSpec torchao_fp8_format() {
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
   };
-  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_fp8_state(e, a, i);
-  };
+  f.explain = fp8_state_explainer;
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
@@ -316,9 +322,7 @@ FormatSpec fp8_perblock_format() {
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block))};
   };
-  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_fp8_state(e, a, i);
-  };
+  f.explain = fp8_state_explainer;
   f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(perblock_e4m3_grid(), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
@@ -362,8 +366,8 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     return std::vector<Tensor>{u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
                                f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
   };
-  f.explain = [](const Case& e, const Case& a, const std::string&, std::size_t i) {
-    return explain_codebook(e, a, i, times_reciprocal);
+  f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
+    return codebook_explainer(e, a, tensor, times_reciprocal);
   };
   f.auxiliary_inputs = [default_map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", bnb_table({{"map", default_map}, {"linspace", "fma"}}))};

@@ -37,17 +37,22 @@ std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overf
   return {Tensor::from_bytes("codes", Format::code_dtype, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
 }
 
+// codes and dequant: element i is the cast of input i.
 template <class Format>
-Explanation explain_cast(const Case& expected, const Case& actual, const std::string&, std::size_t i) {
+ElementExplainer cast_explainer(const Case& expected, const Case& actual, const std::string& tensor) {
   const Tensor* want = expected.find("codes");
   const Tensor* got = actual.find("codes");
   const Tensor* input = expected.find("input");
-  if (!want || !got || !input || got->bytes.size() != want->bytes.size() || i >= want->bytes.size()) return {};
-  const std::uint8_t e = want->bytes[i], a = got->bytes[i];
-  if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return {};
-  if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return {};
-  const double ve = fp8::decode<Format>(e), va = fp8::decode<Format>(a);
-  return explain_neighbours(input->value_as_float(i), std::min(ve, va), std::max(ve, va));
+  if ((tensor != "codes" && tensor != "dequant") || !want || !got || !input || got->bytes.size() != want->bytes.size())
+    return {};
+  return [want, got, input](std::size_t i) -> Explanation {
+    if (i >= want->bytes.size() || i >= input->element_count()) return {};
+    const std::uint8_t e = want->bytes[i], a = got->bytes[i];
+    if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return {};
+    if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return {};
+    const double ve = fp8::decode<Format>(e), va = fp8::decode<Format>(a);
+    return explain_neighbours(input->value_as_float(i), std::min(ve, va), std::max(ve, va));
+  };
 }
 
 template <class Format>
@@ -88,7 +93,7 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
   f.outputs = {{"codes", {.dtypes = {Format::code_dtype}, .shape = same_shape("input")}},
                {"dequant", {.dtypes = {DType::F32}, .shape = same_shape("input")}}};
   f.run = [overflow](const Case& in, const nlohmann::json& p) { return run_cast<Format>(in, p, overflow); };
-  f.explain = explain_cast<Format>;
+  f.explain = cast_explainer<Format>;
   f.edge_inputs = fp8_edge_inputs<Format>;
   f.dequantize_reads = {"codes"};
   f.dequantize = [](const Case& c, const nlohmann::json&) {

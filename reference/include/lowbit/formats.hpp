@@ -44,6 +44,9 @@ struct BlockSizes {
   std::string refusal(std::size_t block_size) const;
 };
 
+// Why element i of one output tensor differs, in one comparison (FormatSpec::explain makes it).
+using ElementExplainer = std::function<Explanation(std::size_t i)>;
+
 struct FormatSpec {
   std::string name;         // source.family.variant
   std::string description;
@@ -56,8 +59,11 @@ struct FormatSpec {
 
   // The reference on a case's inputs; params are the case's params over default_params.
   std::function<std::vector<Tensor>(const Case& in, const nlohmann::json& params)> run;
-  // Why output `tensor` differs at element i between expected and actual (both cases complete).
-  std::function<Explanation(const Case& expected, const Case& actual, const std::string& tensor, std::size_t i)> explain;
+  // The explainer of output `tensor` for one comparison of expected with actual (both complete, and
+  // alive while it is used): why element i differs. What it needs of the whole cases (dequantized
+  // states, tables, params) is read once here, so that each mismatching element costs O(1). It
+  // returns an empty explainer for a tensor it has nothing to say about.
+  std::function<ElementExplainer(const Case& expected, const Case& actual, const std::string& tensor)> explain;
   // The dequantized values of the case's quantized state (for inspect's layout-free signature), from
   // the tensors named in dequantize_reads; params are the case's over the defaults. Called through
   // dequantized_state, which checks the case first.
