@@ -71,7 +71,15 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs") {
                           Mutant{"mutant_absmax_ignores_nan", "MISMATCH special.n256"},
                           Mutant{"mutant_bf16_scale", "MISMATCH normal.n4096.seed1"},
                           Mutant{"mutant_bnb_tail_codes_zero", "MISMATCH special"},
-                          Mutant{"mutant_bnb_cuda_search", "MISMATCH scaled-edges"}}) {
+                          Mutant{"mutant_bnb_cuda_search", "MISMATCH scaled-edges"},
+                          // killed by the scales and by the param.next mismatches no sqrt rounding explains;
+                          // most of its param.next mismatches are allowed as library-rounding today
+                          Mutant{"mutant_adam_no_fma", "MISMATCH adam-v.n4096.seed2.step2"},
+                          Mutant{"mutant_adam_lerp_swapped", "MISMATCH normal.n4096.seed1.std0.5.step1"},
+                          // only the golden AdamW cases catch it: the generated steps have weight_decay 0
+                          Mutant{"mutant_decay_after_update", "MISMATCH golden bnb/bnb.adam8bit.cpu/adamw.step1"},
+                          Mutant{"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
+                          Mutant{"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}}) {
     CAPTURE(m.library);
     TempDir dir("lowbit_verify_");
     const Run r = lowbit_cli("verify --kernel " + plugin(m.library) + " --report " + (dir / "r.json") + " --save-cases " +
