@@ -26,6 +26,8 @@ count_ctest() {
 
 bash scripts/setup.sh
 bash scripts/setup-crosscheck.sh || echo "test-all: no safetensors package; its cross-check will report itself skipped" >&2
+bash scripts/setup-bnb-cpu.sh >/dev/null ||
+  echo "test-all: no bitsandbytes CPU library; test_bnb_cpu_verify will report itself skipped" >&2
 stage="release build"
 bash scripts/build.sh release
 stage="release tests"

@@ -1,0 +1,96 @@
+// bitsandbytes' own CPU library as a kernel under review: an adapter over the pinned wheel's
+// libbitsandbytes_cpu.so (scripts/setup-bnb-cpu.sh fetches it; it needs no torch), loaded with
+// dlopen from $LOWBIT_BNB_CPU_LIB (else the loader's search path). Its exported block-wise
+// 8-bit functions, as bitsandbytes 0.50 csrc/pythonInterface.cpp declares them:
+//   void cquantize_blockwise_cpu_fp32(float* code, float* A, float* absmax, unsigned char* out,
+//                                     long long blocksize, long long n);
+//   void cdequantize_blockwise_cpu_fp32(float* code, unsigned char* A, const float* absmax, float* out,
+//                                       long long blocksize, long long n);
+// One kernel per format (bnb.blockwise8.dynamic, bnb.blockwise8.linear): the qmap comes with the case,
+// so the two differ only in the format they claim. The library is bitsandbytes' CPU back end: a case
+// that asks for another backend is refused with a message, never computed.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "lowbit/kernel_plugin.h"
+
+namespace {
+
+using QuantizeFn = void (*)(float*, float*, float*, unsigned char*, long long, long long);
+using DequantizeFn = void (*)(float*, unsigned char*, const float*, float*, long long, long long);
+
+struct Library {
+  QuantizeFn quantize = nullptr;
+  DequantizeFn dequantize = nullptr;
+};
+
+const Library& library() {
+  static const Library lib = [] {
+    const char* env = std::getenv("LOWBIT_BNB_CPU_LIB");
+    const std::string path = env && *env ? env : "libbitsandbytes_cpu.so";  // the loader's search path otherwise
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!handle) throw std::runtime_error("cannot load " + path + ": " + dlerror() + " (scripts/setup-bnb-cpu.sh fetches it)");
+    Library l;
+    l.quantize = reinterpret_cast<QuantizeFn>(dlsym(handle, "cquantize_blockwise_cpu_fp32"));
+    l.dequantize = reinterpret_cast<DequantizeFn>(dlsym(handle, "cdequantize_blockwise_cpu_fp32"));
+    if (!l.quantize || !l.dequantize)
+      throw std::runtime_error(path + " exports no cquantize_blockwise_cpu_fp32 / cdequantize_blockwise_cpu_fp32");
+    return l;
+  }();
+  return lib;
+}
+
+lowbit_tensor* find(lowbit_tensor* tensors, int32_t count, const char* name) {
+  for (int32_t i = 0; i < count; ++i)
+    if (std::strcmp(tensors[i].name, name) == 0) return &tensors[i];
+  return nullptr;
+}
+
+int32_t run(const lowbit_tensor* inputs, int32_t input_count, const char* params, lowbit_tensor* outputs,
+            int32_t output_count, char* error, uint64_t capacity) {
+  try {
+    const nlohmann::json p = nlohmann::json::parse(params);
+    const std::string backend = p.at("backend").get<std::string>();
+    if (backend != "cpu")
+      throw std::runtime_error("backend '" + backend + "': this adapter runs bitsandbytes' CPU library only");
+    const auto block = p.at("block_size").get<long long>();
+    auto* in = const_cast<lowbit_tensor*>(inputs);  // the library takes non-const pointers; it reads them only
+    const lowbit_tensor* x = find(in, input_count, "input");
+    const lowbit_tensor* qmap = find(in, input_count, "qmap");
+    lowbit_tensor* codes = find(outputs, output_count, "codes");
+    lowbit_tensor* scale = find(outputs, output_count, "scale");
+    lowbit_tensor* dequant = find(outputs, output_count, "dequant");
+    if (!x || !qmap || !codes || !scale || !dequant || x->dtype != LOWBIT_F32 || qmap->bytes != 256 * sizeof(float))
+      throw std::runtime_error("needs a float32 input and a 256-entry qmap, and writes codes, scale and dequant");
+    const auto n = static_cast<long long>(x->bytes / sizeof(float));
+    if (block <= 0 || codes->bytes != static_cast<uint64_t>(n) ||
+        scale->bytes != static_cast<uint64_t>((n + block - 1) / block) * sizeof(float) || dequant->bytes != x->bytes)
+      throw std::runtime_error("output sizes do not match the input and block_size");
+    const Library& lib = library();
+    auto* code = static_cast<float*>(qmap->data);
+    lib.quantize(code, static_cast<float*>(x->data), static_cast<float*>(scale->data),
+                 static_cast<unsigned char*>(codes->data), block, n);
+    lib.dequantize(code, static_cast<unsigned char*>(codes->data), static_cast<const float*>(scale->data),
+                   static_cast<float*>(dequant->data), block, n);
+    return 0;
+  } catch (const std::exception& e) {
+    std::snprintf(error, capacity, "%s", e.what());
+    return 1;
+  }
+}
+
+}  // namespace
+
+extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_v1(void) {
+  static const lowbit_kernel kernels[] = {{"bnb_cpu.dynamic", "bnb.blockwise8.dynamic", LOWBIT_MEMORY_HOST, run},
+                                          {"bnb_cpu.linear", "bnb.blockwise8.linear", LOWBIT_MEMORY_HOST, run}};
+  static const lowbit_plugin plugin = {LOWBIT_PLUGIN_ABI_VERSION, 2, kernels};
+  return &plugin;
+}
