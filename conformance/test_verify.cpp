@@ -76,8 +76,8 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs") {
                           // most of its param.next mismatches are allowed as library-rounding today
                           Mutant{"mutant_adam_no_fma", "MISMATCH adam-v.n4096.seed2.step2"},
                           Mutant{"mutant_adam_lerp_swapped", "MISMATCH normal.n4096.seed1.std0.5.step1"},
-                          // only the golden AdamW cases catch it: the generated steps have weight_decay 0
-                          Mutant{"mutant_decay_after_update", "MISMATCH golden bnb/bnb.adam8bit.cpu/adamw.step1"},
+                          // the default battery's steps with weight_decay 0.01 (and the golden AdamW steps)
+                          Mutant{"mutant_decay_after_update", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1"},
                           Mutant{"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
                           Mutant{"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}}) {
     CAPTURE(m.library);

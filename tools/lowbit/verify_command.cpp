@@ -34,20 +34,37 @@ struct VerifyOptions {
   ReportOutput output;
 };
 
+// One input spec verify runs, with the params its cases are made with.
+struct InputRun {
+  std::string spec;
+  nlohmann::json params;
+};
+
 // The inputs verify runs when none is given: the format's boundaries, special values and two
-// random distributions (the separating battery of the verify issue grows this list).
-std::vector<std::string> default_inputs(const FormatSpec& f) {
-  if (f.fresh_state) return {"normal:n=4096,seed=1,std=0.5", "adam-v:n=4096,seed=2"};
-  std::vector<std::string> specs;
-  if (f.edge_inputs) specs.push_back("edges");
-  if (f.edge_inputs && f.default_params.contains("block_size")) specs.push_back("scaled-edges");
-  specs.push_back("special");  // 18 values: one partial block
+// random distributions (the separating battery of the verify issue grows this list). An optimizer
+// whose default weight_decay is 0 also takes steps with AdamW's usual 0.01: where the decay is
+// applied (before or after the update) is invisible without it.
+std::vector<InputRun> default_inputs(const FormatSpec& f) {
+  const nlohmann::json& defaults = f.default_params;
+  if (f.fresh_state) {
+    std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", defaults}, {"adam-v:n=4096,seed=2", defaults}};
+    if (defaults.contains("weight_decay") && defaults.at("weight_decay").get<double>() == 0.0) {
+      nlohmann::json decayed = defaults;
+      decayed["weight_decay"] = 0.01;
+      runs.push_back({"normal:n=4096,seed=3,std=0.5", decayed});
+    }
+    return runs;
+  }
+  std::vector<InputRun> runs;
+  auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
+  if (f.edge_inputs) push("edges");
+  if (f.edge_inputs && f.default_params.contains("block_size")) push("scaled-edges");
+  push("special");  // 18 values: one partial block
   // the special values again, cycled over one whole block, for the formats that quantize whole
   // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
-  if (f.default_params.contains("block_size"))
-    specs.push_back("special:n=" + f.default_params.at("block_size").dump());
-  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) specs.push_back(s);
-  return specs;
+  if (f.default_params.contains("block_size")) push("special:n=" + f.default_params.at("block_size").dump());
+  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) push(s);
+  return runs;
 }
 
 struct SkippedInput {};  // a default input the format cannot take: already reported
@@ -150,7 +167,9 @@ int run_verify(VerifyOptions o) {
   // The default inputs are made for any format; one a format cannot take (COAT's activations want
   // 2-D tiles, torchao whole blocks) is skipped with its reason. An --input given is never skipped.
   const bool defaults = o.inputs.empty();
-  if (defaults && takes_input(format)) o.inputs = default_inputs(format);
+  std::vector<InputRun> runs;
+  for (const std::string& text : o.inputs) runs.push_back({text, format.default_params});
+  if (defaults && takes_input(format)) runs = default_inputs(format);
   if (!o.save_cases.empty()) std::filesystem::create_directories(o.save_cases);
 
   std::vector<VerifiedCase> results;
@@ -170,7 +189,7 @@ int run_verify(VerifyOptions o) {
     CaseToRun c = table_case(format, params, made_by);
     record(verify_case(k, format, run_reference(format, c.inputs), policy, c.stem));
   }
-  for (const std::string& text : o.inputs) {
+  for (const auto& [text, run_params] : runs) {
     InputSpec spec;
     try {
       spec = parse_input_spec(text);
@@ -178,7 +197,7 @@ int run_verify(VerifyOptions o) {
       throw UsageError("--input '" + text + "': " + e.what());
     }
     try {
-      for_each_case(format, params, spec, o.steps, made_by, [&](CaseToRun c) {
+      for_each_case(format, run_params, spec, o.steps, made_by, [&](CaseToRun c) {
         Case expected;
         try {
           expected = run_reference(format, c.inputs);
