@@ -30,6 +30,8 @@ __device__ std::uint64_t splitmix64(std::uint64_t z) {
 }
 
 // rcp.approx.ftz of x predicted from the measured results on [1, 2): 1/(m * 2^e) = (1/m) * 2^-e.
+// The rule of the reference's cuda::rcp_approx_ftz_scaled, written again because device code cannot
+// call the host library; test_rcp_table holds the host side to the same rule's special cases.
 // FTZ: a subnormal input is taken as a zero of its sign (result infinity), a subnormal result is
 // flushed to a zero of its sign; 1/inf = 0; a NaN gives the canonical NaN.
 __device__ unsigned predicted_rcp(unsigned x, const std::uint32_t* table) {
