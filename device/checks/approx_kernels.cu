@@ -2,6 +2,7 @@
 // PTX rcp.approx.ftz.f32 that libdevice's powf uses, and div.full.f32, which Triton emits for an
 // fp32 division, against the model docs/formats/coat-activation.md states for it.
 #include "gpu_kernels.hpp"
+#include "lowbit/cuda_libdevice.hpp"
 
 namespace lowbit::gpu {
 
@@ -29,21 +30,9 @@ __device__ std::uint64_t splitmix64(std::uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// rcp.approx.ftz of x predicted from the measured results on [1, 2): 1/(m * 2^e) = (1/m) * 2^-e.
-// The rule of the reference's cuda::rcp_approx_ftz_scaled, written again because device code cannot
-// call the host library; test_rcp_table holds the host side to the same rule's special cases.
-// FTZ: a subnormal input is taken as a zero of its sign (result infinity), a subnormal result is
-// flushed to a zero of its sign; 1/inf = 0; a NaN gives the canonical NaN.
+// rcp.approx.ftz of x predicted from the measured results on [1, 2) by the reference's own rule.
 __device__ unsigned predicted_rcp(unsigned x, const std::uint32_t* table) {
-  const unsigned sign = x & 0x80000000u, ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return 0x7FFFFFFFu;
-  if (ax == 0x7F800000u) return sign;
-  if (ax < 0x00800000u) return sign | 0x7F800000u;
-  const int e = static_cast<int>(ax >> 23) - 127;
-  const unsigned t = table[ax & 0x007FFFFFu];
-  const int biased = static_cast<int>(t >> 23) - e;
-  if (biased <= 0) return sign;
-  return sign | (static_cast<unsigned>(biased) << 23) | (t & 0x007FFFFFu);
+  return cuda::rcp_approx_ftz_scaled_bits(x, table[x & 0x007FFFFFu]);
 }
 
 __global__ void rcp_kernel(std::uint32_t* out, std::uint64_t first, std::uint64_t count) {

@@ -55,29 +55,14 @@ float log2f(float x) {
   return result;
 }
 
-namespace {
-
-// 1/b from `result_1_2(m)`, the bits of the result for 1 + m * 2^-23 (in (0.5, 1]).
-template <class ResultOf>
-float rcp_from_mantissa_results(float b, ResultOf result_1_2) {
+float rcp_approx_ftz(float b) {
   const std::uint32_t x = bits_of(b);
-  const std::uint32_t sign = x & 0x80000000u, ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u) return float_from_bits(kCanonicalNan);
-  if (ax == 0x7F800000u) return float_from_bits(sign);
-  if (ax < 0x00800000u) return float_from_bits(sign | 0x7F800000u);  // FTZ input: 1/±0
-  const int e = static_cast<int>(ax >> 23) - 127;
-  const std::uint32_t r = result_1_2(ax & 0x007FFFFFu);
-  const int biased = static_cast<int>(r >> 23) - e;
-  if (biased <= 0) return float_from_bits(sign);  // FTZ result
-  return float_from_bits(sign | static_cast<std::uint32_t>(biased) << 23 | (r & 0x007FFFFFu));
+  return float_from_bits(rcp_approx_ftz_scaled_bits(x, rcp_approx_ftz_1_2(x & 0x007FFFFFu)));
 }
 
-}  // namespace
-
-float rcp_approx_ftz(float b) { return rcp_from_mantissa_results(b, rcp_approx_ftz_1_2); }
-
 float rcp_approx_ftz_scaled(const std::uint32_t* results_1_2, float b) {
-  return rcp_from_mantissa_results(b, [results_1_2](std::uint32_t m) { return results_1_2[m]; });
+  const std::uint32_t x = bits_of(b);
+  return float_from_bits(rcp_approx_ftz_scaled_bits(x, results_1_2[x & 0x007FFFFFu]));
 }
 
 namespace {

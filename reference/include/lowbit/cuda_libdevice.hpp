@@ -27,10 +27,30 @@ std::uint32_t rcp_approx_ftz_1_2(std::uint32_t m);
 // GPU checks held it against the hardware on all 2^32 inputs.
 float rcp_approx_ftz(float b);
 
+#if defined(__CUDACC__)
+#define LOWBIT_HOST_DEVICE __host__ __device__
+#else
+#define LOWBIT_HOST_DEVICE
+#endif
+
+// The bits of rcp.approx.ftz.f32(x) for the binary32 pattern x, given r, the bits of the
+// instruction's result for x's mantissa on [1, 2) (the float 1 + (x & 0x7FFFFF) * 2^-23; looked up
+// by the caller for every x, a special one too): 1/(f * 2^e) = (1/f) * 2^-e, a subnormal x read as a
+// zero of its sign (result infinity), a subnormal result flushed to a zero of its sign, 1/inf = 0,
+// the canonical NaN for a NaN. Also compiled for the device: the GPU checks hold this very rule
+// against the hardware on all 2^32 inputs (device/checks/approx_kernels.cu).
+LOWBIT_HOST_DEVICE inline std::uint32_t rcp_approx_ftz_scaled_bits(std::uint32_t x, std::uint32_t r) {
+  const std::uint32_t sign = x & 0x80000000u, ax = x & 0x7FFFFFFFu;
+  if (ax > 0x7F800000u) return kCanonicalNan;
+  if (ax == 0x7F800000u) return sign;  // 1/inf
+  if (ax < 0x00800000u) return sign | 0x7F800000u;  // FTZ input: 1/±0
+  const int biased = static_cast<int>(r >> 23) - (static_cast<int>(ax >> 23) - 127);
+  if (biased <= 0) return sign;  // FTZ result
+  return sign | static_cast<std::uint32_t>(biased) << 23 | (r & 0x007FFFFFu);
+}
+
 // rcp.approx.ftz.f32 of any b from results on [1, 2) (`results_1_2[m]` is the bits of the result
-// for the float 1 + m * 2^-23, m < 2^23): 1/(f * 2^e) = (1/f) * 2^-e, with a subnormal b read as a
-// zero of its sign (result infinity), a subnormal result flushed to a zero of its sign, 1/inf = 0
-// and the canonical NaN for a NaN. device/checks holds this rule against the hardware.
+// for the float 1 + m * 2^-23, m < 2^23), by rcp_approx_ftz_scaled_bits.
 float rcp_approx_ftz_scaled(const std::uint32_t* results_1_2, float b);
 
 using ReciprocalFn = float (*)(float);
