@@ -15,6 +15,10 @@
 #include "lowbit/fp8.hpp"
 #include "lowbit/plugin_host.hpp"
 #include "plugins/perblock_e4m3.cuh"
+#include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "bnb_cpu_lut.cuh"
+#include "torchao_blockwise.cuh"
 
 using namespace lowbit;
 using namespace lowbit::test;
@@ -267,4 +271,116 @@ TEST_CASE("verify: a CUDA kernel with no device is refused before any case, one 
   CHECK(fault.code == 1);
   CHECK(fault.output.find("FAILED   special: the kernel failed on the device: cudaDeviceSynchronize after the kernel: an "
                           "illegal memory access was encountered") != std::string::npos);
+}
+
+// ---- our block-wise CUDA kernels (device/kernels/): their header functions against the reference ----
+// The host twin runs these very functions under verify (CTest verify_twin_*); here each one is held
+// against the reference's own function on inputs that reach every branch, so that a default battery
+// that misses a corner cannot hide it.
+
+namespace {
+
+// Every pattern of the top 16 bits with low bits that make ties, just-above and just-below: 393 216 floats.
+template <class F>
+void for_each_probe(F f) {
+  for (std::uint32_t high = 0; high <= 0xFFFFu; ++high)
+    for (std::uint32_t low : {0x0000u, 0x0001u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) f(float_from_bits((high << 16) | low));
+}
+
+// The 255 step positions of bitsandbytes' table, as the kernels make them from a qmap.
+std::vector<std::uint32_t> bnb_first_indices(const std::vector<float>& q) {
+  std::vector<std::uint32_t> first(lowbit_kernels::bnb::kMidpoints);
+  float p = -std::numeric_limits<float>::infinity();
+  for (std::uint32_t c = 0; c < first.size(); ++c) {
+    p = lowbit_kernels::bnb::prefix_step(p, lowbit_kernels::bnb::midpoint(q[c], q[c + 1]));
+    first[c] = lowbit_kernels::bnb::first_index(p);
+  }
+  return first;
+}
+
+}  // namespace
+
+TEST_CASE("our kernels' torchao search and E4M3 casts are the reference's on 393 216 inputs each") {
+  for (const auto& q : {codebook::signed8(), codebook::unsigned8(), codebook::torchao_signed4(), codebook::torchao_unsigned4()}) {
+    std::uint64_t differ = 0;
+    for_each_probe([&](float y) {
+      differ += lowbit_kernels::torchao::search(y, q.data(), static_cast<std::uint32_t>(q.size())) != codebook::torchao_search(y, q);
+    });
+    CAPTURE(q.size());
+    CHECK(differ == 0);
+  }
+  // every overflow rule and NaN encoding the torchao.fp8 format's params name (E4M3FN has no Inf: "inf" is "nan")
+  for (bool saturate : {true, false})
+    for (bool keeps_sign : {true, false}) {
+      const fp8::Policy policy{saturate ? fp8::Overflow::SatFinite : fp8::Overflow::NaN, keeps_sign ? fp8::kTorchNan : fp8::kCudaNan};
+      std::uint64_t differ = 0;
+      for_each_probe([&](float x) {
+        differ += lowbit_kernels::torchao::encode_e4m3(x, {saturate, keeps_sign}) != fp8::encode_nearest_even<fp8::E4M3FN>(x, policy);
+      });
+      CAPTURE(saturate);
+      CAPTURE(keeps_sign);
+      CHECK(differ == 0);
+    }
+}
+
+TEST_CASE("our kernels' dequantizations and x86 NaN rules are the reference's and the CPU's") {
+  // torchao.fp8: every code under scales with NaN, Inf, zero and subnormal among them, both widenings
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::uint8_t> codes(256);
+  for (unsigned c = 0; c < 256; ++c) codes[c] = static_cast<std::uint8_t>(c);
+  for (float s : {1.5f, 0.0f, inf, float_from_bits(0x7FA00001u), float_from_bits(0x00000003u), 3.0e38f})
+    for (auto widening : {blockwise::NanWidening::C10Scalar, blockwise::NanWidening::Avx512}) {
+      const std::vector<float> scale(1, s);
+      const std::vector<float> want = blockwise::torchao_fp8_dequantize(codes, scale, 256, widening);
+      const std::uint32_t nan_bits = widening == blockwise::NanWidening::C10Scalar ? 0x7FF00000u : 0x7FC00000u;
+      for (unsigned c = 0; c < 256; ++c) {
+        CAPTURE(c);
+        CAPTURE(bits_of(s));
+        CHECK(bits_of(lowbit_kernels::torchao::fp8_dequant(static_cast<std::uint8_t>(c), s, nan_bits)) == bits_of(want[c]));
+      }
+    }
+  // mul_x86 and div_x86 against this CPU's own SSE results (volatile: no constant folding)
+  const float values[] = {0.0f, -0.0f, 1.0f, -2.5f, inf, -inf, float_from_bits(0x7FC00000u), float_from_bits(0xFFA00001u),
+                          float_from_bits(0x7F800001u), float_from_bits(0x00000001u), 3.0e38f};
+  for (float a : values)
+    for (float b : values) {
+      volatile float va = a, vb = b;
+      const float product = va * vb, quotient = va / vb;
+      CAPTURE(bits_of(a));
+      CAPTURE(bits_of(b));
+      // which NaN a product of two NaNs keeps is the compiler's operand order; the kernels never meet it
+      if (!(std::isnan(a) && std::isnan(b))) CHECK(bits_of(lowbit_kernels::mul_x86(a, b)) == bits_of(product));
+      CHECK(bits_of(lowbit_kernels::div_x86(a, b)) == bits_of(quotient));
+    }
+}
+
+TEST_CASE("our kernels' bitsandbytes table (step positions) is the reference's lookup table on all 65 536 indices") {
+  std::vector<float> shuffled = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true);
+  std::reverse(shuffled.begin() + 100, shuffled.begin() + 140);  // unsorted: the scan's prefix maximum matters
+  std::vector<float> with_nan = codebook::bnb_linear_map(true);
+  with_nan[60] = std::numeric_limits<float>::quiet_NaN();
+  with_nan[200] = std::numeric_limits<float>::infinity();
+  const std::vector<std::vector<float>> maps = {codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
+                                                codebook::dynamic_map(false, 7, 8, codebook::Linspace::Fma, true),
+                                                codebook::bnb_linear_map(true), codebook::bnb_linear_map(false), shuffled, with_nan};
+  for (std::size_t m = 0; m < maps.size(); ++m) {
+    const codebook::BnbCpuLut lut(maps[m]);
+    const std::vector<std::uint32_t> first = bnb_first_indices(maps[m]);
+    std::uint64_t differ = 0, reached = 0;
+    for (std::uint32_t i = 0; i < 65536; ++i) {
+      // a y whose table index is i (the reference's own index_of says so), to read the reference's table[i]
+      float y = static_cast<float>(-1.0 + 2.0 * i / 65535.0);
+      while (codebook::BnbCpuLut::index_of(y) < i) y = std::nextafter(y, 2.0f);
+      while (codebook::BnbCpuLut::index_of(y) > i) y = std::nextafter(y, -2.0f);
+      if (codebook::BnbCpuLut::index_of(y) != i) continue;
+      ++reached;
+      differ += lowbit_kernels::bnb::code_of_index(i, first.data()) != lut(y);
+    }
+    CAPTURE(m);
+    CHECK(reached == 65536);
+    CHECK(differ == 0);
+  }
+  std::uint64_t differ = 0;
+  for_each_probe([&](float y) { differ += lowbit_kernels::bnb::index_of(y) != codebook::BnbCpuLut::index_of(y); });
+  CHECK(differ == 0);
 }

@@ -1,0 +1,119 @@
+#pragma once
+// torchao's block-wise states, per element, for our CUDA kernels (blockwise_plugin.cu) and their host
+// twin (blockwise_host_twin.cpp): the codebook states torchao.codebook8/4.signed/unsigned and the FP8
+// state torchao.fp8. Each function is one step of the reference (reference/src/blockwise.cpp
+// torchao_quantize, torchao_dequantize, torchao_fp8_quantize, torchao_fp8_dequantize; reference/src/
+// codebook.cpp torchao_search) in the same binary32 operations; docs/formats/torchao-codebook.md and
+// torchao-fp8.md state the arithmetic.
+#include "ieee_ops.cuh"
+
+namespace lowbit_kernels::torchao {
+
+constexpr float kScaleFloor = 1e-12f;  // f32(1e-12) = 0x2B8CBCCC, torch's clip(1e-12)
+constexpr float kE4M3Max = 448.0f;
+
+// The block's scale from its NaN-ignoring absmax and, when the block holds a NaN, the first NaN in
+// element order (torch's amax(|x|) is NaN then: the reference returns |first NaN|, payload as it is):
+// max(amax, 1e-12) with a NaN kept (torch's clip).
+LOWBIT_HOST_DEVICE inline float codebook_scale(float amax, bool has_nan, float first_nan) {
+  if (has_nan) return abs_of(first_nan);
+  return amax < kScaleFloor ? kScaleFloor : amax;
+}
+
+// Reference: torchao 0.18 optim/quant_utils.py quantize_8bit_with_qmap / quantize_4bit_with_qmap (the
+// reference's codebook::torchao_search): branchless search from size/2, halving the step, then up when
+// (y - q[c]) >= (q[c+1] - q[c]) * 0.5 (ties up), capped at the top code; NaN goes to code 0. size is
+// 16 or 256.
+LOWBIT_HOST_DEVICE inline uint8_t search(float y, const float* q, uint32_t size) {
+  uint32_t c = y >= q[size / 2] ? size / 2 : 0;
+  for (uint32_t s = size / 4; s >= 1; s /= 2) c += y >= q[c + s] ? s : 0;
+  const uint32_t up = c + 1 < size ? c + 1 : size - 1;
+  const float r = add_rn(y, -q[c]);
+  const float half = mul_rn(add_rn(q[up], -q[c]), 0.5f);
+#ifdef LOWBIT_KERNELS_MUTANT_TIES_DOWN
+  return static_cast<uint8_t>(r > half ? up : c);  // the mutant: ties go down
+#else
+  return static_cast<uint8_t>(r >= half ? up : c);
+#endif
+}
+
+// One element of a codebook state: its code, y = x / scale (true division).
+LOWBIT_HOST_DEVICE inline uint8_t codebook_code(float x, float scale, const float* q, uint32_t size) {
+  return search(div_x86(x, scale), q, size);
+}
+
+// Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap: qmap[code] * scale.
+LOWBIT_HOST_DEVICE inline float codebook_dequant(uint8_t code, float scale, const float* q) { return mul_x86(q[code], scale); }
+
+// torchao 0.18 optim/subclass_4bit.py packing: byte j = (code[2j] << 4) | code[2j+1].
+LOWBIT_HOST_DEVICE inline uint8_t pack_pair(uint8_t first, uint8_t second) {
+  return static_cast<uint8_t>((first << 4) | (second & 0x0Fu));
+}
+
+// ---- torchao.fp8 ----------------------------------------------------------------------------------
+
+// Reference: torchao 0.18 optim/subclass_fp8.py quantize_fp8: scale = max(amax, 1e-12) / 448, a true
+// division (a NaN scale comes out quieted, as x86 divides it).
+LOWBIT_HOST_DEVICE inline float fp8_scale(float amax, bool has_nan, float first_nan) {
+  return div_x86(codebook_scale(amax, has_nan, first_nan), kE4M3Max);
+}
+
+// How the torch that ran the state casts to float8_e4m3fn (the format's params): saturate (overflow
+// "satfinite", torch >= 2.13) or NaN (overflow "nan" or "inf": E4M3FN has no Inf); a NaN input's code
+// keeps its sign (nan_encoding "torch" or "ml_dtypes": 0x7F | sign) or drops it ("cuda": 0x7F).
+struct Fp8Cast {
+  bool saturate;
+  bool nan_keeps_sign;
+};
+
+// float32 -> E4M3FN, round to nearest even (fp8::encode_nearest_even<E4M3FN> with the cast's policy,
+// reference/include/lowbit/fp8.hpp, step by step). A NaN made by overflow always has the input's sign.
+LOWBIT_HOST_DEVICE inline uint8_t encode_e4m3(float x, Fp8Cast cast) {
+  const uint32_t u = bits_of(x);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7FFFFFFFu;
+  const uint8_t overflow = static_cast<uint8_t>(sign | (cast.saturate ? 0x7Eu : 0x7Fu));
+  if (a > 0x7F800000u) return static_cast<uint8_t>(0x7Fu | (cast.nan_keeps_sign ? sign : 0u));
+  if (a == 0x7F800000u) return overflow;
+  uint32_t code;
+  uint64_t rem, half;
+  const uint32_t exponent = a >> 23;
+  if (exponent >= 121u) {  // normal in E4M3 (binary32 exponent field of 2^-6): re-bias, keep 3 mantissa bits
+    const uint32_t rebased = a - (120u << 23);
+    code = rebased >> 20;
+    rem = rebased & 0xFFFFFu;
+    half = 0x80000u;
+  } else {  // subnormal in E4M3: significand * 2^(e - 150) in units of 2^-9
+    const uint64_t significand = exponent ? ((a & 0x7FFFFFu) | 0x800000u) : a;
+    const int shift = 141 - static_cast<int>(exponent ? exponent : 1u);  // >= 21
+    if (shift >= 64) return sign;  // far below half the smallest subnormal: +-0
+    code = static_cast<uint32_t>(significand >> shift);
+    rem = significand & ((uint64_t{1} << shift) - 1);
+    half = uint64_t{1} << (shift - 1);
+  }
+  const uint32_t magnitude = code + ((rem > half || (rem == half && (code & 1u))) ? 1u : 0u);
+  if (magnitude > 0x7Eu) return overflow;
+  return static_cast<uint8_t>(sign | magnitude);
+}
+
+LOWBIT_HOST_DEVICE inline uint8_t fp8_code(float x, float scale, Fp8Cast cast) { return encode_e4m3(div_x86(x, scale), cast); }
+
+// Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, a NaN
+// code widened to nan_bits | sign (0x7FF00000: c10's scalar path; 0x7FC00000: the AVX-512 one), a NaN
+// scale winning as it is.
+LOWBIT_HOST_DEVICE inline float fp8_dequant(uint8_t c, float scale, uint32_t nan_bits) {
+  if (is_nan(scale)) return scale;
+  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
+  const uint32_t magnitude = c & 0x7Fu;
+  float v;
+  if (magnitude == 0x7Fu) {
+    v = float_of(nan_bits | sign);
+  } else {
+    const uint32_t exponent = magnitude >> 3, mantissa = magnitude & 7u;
+    v = exponent == 0 ? float_of(sign | bits_of(mul_rn(static_cast<float>(mantissa), 0.001953125f)))  // m * 2^-9, exact
+                      : float_of(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+  }
+  return mul_x86(v, scale);
+}
+
+}  // namespace lowbit_kernels::torchao
