@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything of the suite that needs a GPU, in one run (under 8 minutes on an H200):
 #   1. lowbit-gpu-checks: the FP8 conversions of cuda_fp8.h on every input, the rcp.approx.ftz table
-#      and its scaling rule, div.full against its model, CUDA's powf against the reference;
+#      and its scaling rule, div.full against its model, CUDA's powf against the reference, and our
+#      block-wise kernels' bandwidth against a copy kernel;
 #   2. each device/gpu-checks.d/*.sh (lowbit verify on the CUDA plugins, ...), given BIN_DIR and OUT_DIR.
 # Writes JSON and Markdown results into OUT_DIR, and summary.md there; exits 1 if anything was not
 # as expected, 2 if it could not run.
@@ -50,6 +51,15 @@ if [[ -f $bnb ]]; then
   checks_args+=(--bnb-library "$bnb")
 else
   echo "- bitsandbytes CUDA: not run (no $bnb)" >>"$out/summary.md"
+fi
+# Our block-wise CUDA kernels' bandwidth against a copy kernel (the bandwidth group), from the pack's
+# plugins/ or the build tree's conformance/plugins/.
+kernels_plugin=$bin/../plugins/cuda_blockwise_plugin.so
+[[ -f $kernels_plugin ]] || kernels_plugin=$bin/../conformance/plugins/cuda_blockwise_plugin.so
+if [[ -f $kernels_plugin ]]; then
+  checks_args+=(--kernels-plugin "$kernels_plugin")
+else
+  echo "- block-wise kernels' bandwidth: not run (no cuda_blockwise_plugin.so in $bin/../plugins or $bin/../conformance/plugins)" >>"$out/summary.md"
 fi
 run_step lowbit-gpu-checks "$bin/lowbit-gpu-checks" "${checks_args[@]}"
 for step in device/gpu-checks.d/*.sh; do

@@ -20,10 +20,12 @@ struct CheckContext {
   std::filesystem::path out;        // where data files go beside the reports
   std::string bnb_library;          // libbitsandbytes_cuda130.so; empty: the bnb group is not run
   std::filesystem::path policy_dir; // the shipped tolerance policies
+  std::string kernels_plugin;       // cuda_blockwise_plugin.so; empty: the bandwidth group is not run
 };
 
 std::vector<Check> fp8_checks(const CheckContext& context);
 std::vector<Check> approx_checks(const CheckContext& context);  // rcp.approx, div.full, powf
 std::vector<Check> bnb_cuda_checks(const CheckContext& context);  // bitsandbytes' CUDA library
+std::vector<Check> bandwidth_checks(const CheckContext& context);  // our block-wise kernels against a copy
 
 }  // namespace lowbit::gpu

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# GPU check: lowbit verify on our CUDA per-block E4M3 kernel (conformance/plugins/cuda_perblock_plugin.cu)
-# and on its mutant (x times 1/scale). The kernel must be conformant (exit 0) and the mutant caught
-# (exit 1); anything else (exit 2: no device, no runner, a plugin that does not load) is a failure.
+# GPU check: lowbit verify on our CUDA kernels: the per-block E4M3 kernel (conformance/plugins/
+# cuda_perblock_plugin.cu) and its mutant (x times 1/scale); the block-wise kernels of device/kernels/
+# (cuda_blockwise_plugin.so: torchao codebook 8/4-bit, torchao FP8, bitsandbytes block-wise with the CPU
+# back end's table) and their mutant (torchao's search with ties down). Each kernel must be conformant
+# (exit 0) and each mutant caught (exit 1); anything else (exit 2: no device, no runner, a plugin that
+# does not load) is a failure.
 #
 # usage: verify-cuda.sh BIN_DIR OUT_DIR     (device/gpu-checks.sh calls it so)
 #   BIN_DIR  the bin/ folder of a pack (device/pack-gpu-run.sh: lowbit in bin/, the CUDA runner in
@@ -9,7 +12,7 @@
 #            lowbit at ../tools/lowbit/lowbit, the runner at ../tools/lib/, the plugins at
 #            ../conformance/plugins/); the environment may name them instead: LOWBIT (the command),
 #            LOWBIT_PLUGIN_DIR, LOWBIT_CUDA_RUNNER.
-#   OUT_DIR  gets, per plugin, NAME.json and NAME.md (verify's reports: device, compute capability,
+#   OUT_DIR  gets, per plugin (and kernel, for a plugin of several), NAME.json and NAME.md (verify's reports: device, compute capability,
 #            driver and runtime versions, the kernel time of every case) and NAME.log (its output).
 # Exits 0 when both results are as expected, 1 otherwise, 2 on bad usage.
 set -u
@@ -36,10 +39,11 @@ fi
 mkdir -p "$out" || exit 2
 
 status=0
-# check EXPECTED_EXIT NAME: verify on plugins/NAME.so, reports into OUT_DIR
+# check EXPECTED_EXIT PLUGIN [KERNEL]: verify on plugins/PLUGIN.so (its kernel KERNEL), reports into OUT_DIR
 check() {
-  local expected=$1 name=$2 code
-  "$lowbit" verify --kernel "$plugins/$name.so" --report "$out/$name.json" --markdown "$out/$name.md" \
+  local expected=$1 plugin=$2 kernel=${3:-} code
+  local name=$plugin${kernel:+.$kernel}
+  "$lowbit" verify --kernel "$plugins/$plugin.so${kernel:+:$kernel}" --report "$out/$name.json" --markdown "$out/$name.md" \
     >"$out/$name.log" 2>&1
   code=$?
   if [ "$code" -eq "$expected" ]; then
@@ -53,4 +57,9 @@ check() {
 }
 check 0 cuda_perblock_plugin
 check 1 cuda_mutant_perblock_reciprocal
+for format in torchao.codebook8.signed torchao.codebook8.unsigned torchao.codebook4.signed torchao.codebook4.unsigned \
+              torchao.fp8 bnb.blockwise8.dynamic bnb.blockwise8.linear; do
+  check 0 cuda_blockwise_plugin "cuda.$format"
+done
+check 1 cuda_mutant_blockwise_ties_down cuda.ties-down.torchao.codebook8.signed
 exit $status
