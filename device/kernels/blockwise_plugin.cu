@@ -249,7 +249,12 @@ __global__ void fill_kernel(float* out, uint64_t n, uint32_t seed) {
 }
 
 int32_t bench_copy(const float* in, float* out, uint64_t n, char* error, uint64_t capacity) {
-  copy_kernel<<<4 * 132 * 8, 256>>>(in, out, n);
+  // a grid-stride loop over 8 blocks of 256 threads per multiprocessor: enough loads in flight to
+  // saturate the memory system (NVIDIA's usual recipe for a bandwidth-bound kernel)
+  int multiprocessors = 0;
+  if (cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess || multiprocessors < 1)
+    multiprocessors = 132;
+  copy_kernel<<<8 * multiprocessors, 256>>>(in, out, n);
   return launched("the copy kernel", error, capacity);
 }
 
