@@ -14,7 +14,7 @@
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
 #include "lowbit/plugin_host.hpp"
-#include "plugins/perblock_e4m3.cuh"
+#include "perblock_e4m3.cuh"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "bnb_cpu_lut.cuh"
@@ -165,7 +165,7 @@ TEST_CASE("verify writes no report over the plugin it runs") {
 }
 
 // ---- the CUDA memory kind ----------------------------------------------------------------------
-// The CUDA per-block E4M3 kernel (plugins/cuda_perblock_plugin.cu) runs only on a GPU (device/gpu-checks.d/
+// The CUDA per-block E4M3 kernel (device/kernels/cuda_perblock_plugin.cu) runs only on a GPU (device/gpu-checks.d/
 // verify-cuda.sh; CTest verify_cuda_*). Here: its arithmetic against the reference's, through its host
 // twin; and verify's CUDA path (runner, probe, reports) through a fake runner that runs on the host.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check: lowbit verify on our CUDA kernels: the per-block E4M3 kernel (conformance/plugins/
+# GPU check: lowbit verify on our CUDA kernels: the per-block E4M3 kernel (device/kernels/
 # cuda_perblock_plugin.cu) and its mutant (x times 1/scale); the block-wise kernels of device/kernels/
 # (cuda_blockwise_plugin.so: torchao codebook 8/4-bit, torchao FP8, bitsandbytes block-wise with the CPU
 # back end's table) and their mutant (torchao's search with ties down). Each kernel must be conformant

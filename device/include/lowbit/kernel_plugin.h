@@ -43,7 +43,7 @@ typedef enum lowbit_dtype {
  *   is seen by the plugin's own CUDA runtime only (a plugin links its runtime statically): check
  *   cudaGetLastError() after launching and return nonzero with its message. The harness refuses a CUDA
  *   kernel with one line (exit 2) where it has no CUDA runner or finds no device.
- * conformance/plugins/cuda_perblock_plugin.cu is a CUDA kernel over this ABI. */
+ * device/kernels/ holds CUDA kernels over this ABI (cuda_perblock_plugin.cu, blockwise_plugin.cu). */
 typedef enum lowbit_memory { LOWBIT_MEMORY_HOST = 0, LOWBIT_MEMORY_CUDA = 1 } lowbit_memory;
 
 /* One tensor of a case: little-endian, row-major, contiguous; bytes = element count * dtype size. */

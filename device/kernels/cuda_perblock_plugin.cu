@@ -1,7 +1,7 @@
 // A CUDA kernel of ours over the plugin ABI (LOWBIT_MEMORY_CUDA): fp8.perblock.e4m3 on the device, bit
 // for bit the reference (perblock_e4m3.cuh has the arithmetic and why each step is written as it is).
-// One thread block per quantization block: the threads reduce the block's amax in shared memory,
-// thread 0's scale goes to every thread, and each thread casts and dequantizes its elements.
+// One thread block per quantization block: the threads reduce the block's amax through warp shuffles
+// and one shared-memory step, and each thread casts and dequantizes its elements.
 // Built with PERBLOCK_MUTANT_RECIPROCAL it is the mutant cuda_mutant_perblock_reciprocal (x times
 // 1/scale), which verify must catch. Launched on the legacy default stream; the harness synchronizes.
 #include <cuda_runtime.h>
@@ -15,19 +15,19 @@ constexpr int kThreads = 256;
 
 __global__ void perblock_kernel(const float* x, uint64_t n, uint64_t block, uint8_t* codes, float* scale,
                                 float* dequant) {
-  __shared__ float partial[kThreads];
+  __shared__ float warp_amax[kThreads / 32];
   const uint64_t start = static_cast<uint64_t>(blockIdx.x) * block;
   const uint64_t end = start + block < n ? start + block : n;
   float amax = 0.0f;
   for (uint64_t i = start + threadIdx.x; i < end; i += kThreads) amax = perblock::amax_step(amax, x[i]);
-  partial[threadIdx.x] = amax;
+  // within each warp through shuffles, then across the 8 warps in one shared-memory step; every thread
+  // ends with the block's amax (max is exact: any order gives the reference's value)
+  for (int offset = 16; offset > 0; offset /= 2) amax = perblock::amax_step(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  if (threadIdx.x % 32 == 0) warp_amax[threadIdx.x / 32] = amax;
   __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride)
-      partial[threadIdx.x] = perblock::amax_step(partial[threadIdx.x], partial[threadIdx.x + stride]);
-    __syncthreads();
-  }
-  const float s = perblock::scale_of(partial[0]);
+  amax = warp_amax[0];
+  for (int w = 1; w < kThreads / 32; ++w) amax = perblock::amax_step(amax, warp_amax[w]);
+  const float s = perblock::scale_of(amax);
   if (threadIdx.x == 0) scale[blockIdx.x] = s;
   for (uint64_t i = start + threadIdx.x; i < end; i += kThreads) {
     const uint8_t c = perblock::code_of(x[i], s);
