@@ -52,12 +52,13 @@ if [[ -f $bnb ]]; then
 else
   echo "- bitsandbytes CUDA: not run (no $bnb)" >>"$out/summary.md"
 fi
-# Our block-wise CUDA kernels' bandwidth against a copy kernel (the bandwidth group), from the pack's
-# plugins/ or the build tree's conformance/plugins/.
-kernels_plugin=$bin/../plugins/cuda_blockwise_plugin.so
-[[ -f $kernels_plugin ]] || kernels_plugin=$bin/../conformance/plugins/cuda_blockwise_plugin.so
-if [[ -f $kernels_plugin ]]; then
-  checks_args+=(--kernels-plugin "$kernels_plugin")
+# Our CUDA kernels' bandwidth against a copy kernel (the bandwidth group): the block-wise plugin and the
+# per-block E4M3 one, from the pack's plugins/ or the build tree's conformance/plugins/.
+plugin_dir=$bin/../plugins
+[[ -f $plugin_dir/cuda_blockwise_plugin.so ]] || plugin_dir=$bin/../conformance/plugins
+if [[ -f $plugin_dir/cuda_blockwise_plugin.so ]]; then
+  checks_args+=(--kernels-plugin "$plugin_dir/cuda_blockwise_plugin.so")
+  [[ -f $plugin_dir/cuda_perblock_plugin.so ]] && checks_args+=(--kernels-plugin "$plugin_dir/cuda_perblock_plugin.so")
 else
   echo "- block-wise kernels' bandwidth: not run (no cuda_blockwise_plugin.so in $bin/../plugins or $bin/../conformance/plugins)" >>"$out/summary.md"
 fi

@@ -1,5 +1,6 @@
-// The bandwidth of our block-wise CUDA kernels (device/kernels/blockwise_plugin.cu) against a plain copy
-// kernel from the same module, in one run: each kernel of the plugin on 2^28 float32 elements, timed
+// The bandwidth of our block-wise CUDA kernels (device/kernels/: blockwise_plugin.cu, and any other plugin
+// named, e.g. cuda_perblock_plugin.cu) against a plain copy kernel from the block-wise plugin's module, in
+// one run: each kernel of each plugin on 2^28 float32 elements, timed
 // with CUDA events around the plugin's run() on the legacy default stream (one warm-up, then the median
 // of five), reported as GB/s of the bytes it must move (input read; codes, dequantized values, scales
 // and packed codes written) and as a fraction of the copy's GB/s (8 bytes an element). The goal is
@@ -31,14 +32,14 @@ struct Plugin {
   const lowbit_blockwise_bench* bench = nullptr;
 };
 
+// The plugin's kernel table, and its bench exports when it has them (the block-wise plugin does).
 Plugin open_plugin(const std::string& path) {
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) throw std::runtime_error(fmt::format("--kernels-plugin {}: {}", path, dlerror()));
   const auto entry = reinterpret_cast<lowbit_plugin_entry_fn>(dlsym(handle, LOWBIT_PLUGIN_ENTRY));
   const auto bench = reinterpret_cast<lowbit_blockwise_bench_fn>(dlsym(handle, LOWBIT_BLOCKWISE_BENCH_ENTRY));
-  if (!entry || !bench) throw std::runtime_error(fmt::format("--kernels-plugin {}: no {} or {}", path, LOWBIT_PLUGIN_ENTRY,
-                                                             LOWBIT_BLOCKWISE_BENCH_ENTRY));
-  return {entry(), bench()};
+  if (!entry) throw std::runtime_error(fmt::format("--kernels-plugin {}: no {}", path, LOWBIT_PLUGIN_ENTRY));
+  return {entry(), bench ? bench() : nullptr};
 }
 
 // Milliseconds of one call of `launch` (which launches on the legacy default stream), the median of
@@ -80,17 +81,23 @@ std::vector<std::uint8_t> bytes_of(const void* device, std::uint64_t bytes) {
 
 std::vector<Check> bandwidth_checks(const CheckContext& context) {
   std::vector<Check> checks;
-  if (context.kernels_plugin.empty()) return checks;
-  const Plugin plugin = open_plugin(context.kernels_plugin);
+  if (context.kernels_plugins.empty()) return checks;
+  std::vector<Plugin> plugins;
+  const lowbit_blockwise_bench* bench = nullptr;
+  for (const std::string& path : context.kernels_plugins) {
+    plugins.push_back(open_plugin(path));
+    if (!bench) bench = plugins.back().bench;
+  }
+  if (!bench) throw std::runtime_error("no --kernels-plugin exports " LOWBIT_BLOCKWISE_BENCH_ENTRY " (cuda_blockwise_plugin.so does)");
   char error[512] = "";
   DeviceBuffer<float> input(kElements), copied(kElements), dequant(kElements);
   DeviceBuffer<std::uint8_t> codes(kElements), packed(kElements / 2);
   DeviceBuffer<float> scale(kElements / 16), qmap(256);
-  plugin_call(plugin.bench->fill(input.get(), kElements, 1, error, sizeof error), error, "fill");
+  plugin_call(bench->fill(input.get(), kElements, 1, error, sizeof error), error, "fill");
   finish("fill");
 
   const double copy_ms =
-      median_ms([&] { plugin_call(plugin.bench->copy(input.get(), copied.get(), kElements, error, sizeof error), error, "copy"); });
+      median_ms([&] { plugin_call(bench->copy(input.get(), copied.get(), kElements, error, sizeof error), error, "copy"); });
   const double copy_gbs = 8.0 * kElements / copy_ms / 1e6;
   {
     Check c;
@@ -106,15 +113,18 @@ std::vector<Check> bandwidth_checks(const CheckContext& context) {
     check(cudaMemcpy(h.data(), input.get(), 4 * kChecked, cudaMemcpyDeviceToHost), "cudaMemcpy to host");
     return h;
   }();
-  for (std::uint32_t k = 0; k < plugin.table->kernel_count; ++k) {
-    const lowbit_kernel& kernel = plugin.table->kernels[k];
+  std::vector<const lowbit_kernel*> kernels;
+  for (const Plugin& plugin : plugins)
+    for (std::uint32_t k = 0; k < plugin.table->kernel_count; ++k) kernels.push_back(&plugin.table->kernels[k]);
+  for (const lowbit_kernel* each : kernels) {
+    const lowbit_kernel& kernel = *each;
     const FormatSpec* format = find_format(kernel.format);
     if (!format) throw std::runtime_error(fmt::format("kernel {}: unknown format {}", kernel.name, kernel.format));
     const nlohmann::json params = format->default_params;
     const std::string params_text = params.dump();
     const std::uint64_t block = params.at("block_size").get<std::uint64_t>();
     const std::uint64_t blocks = kElements / block;
-    const bool fp8 = std::string(kernel.format) == "torchao.fp8";
+    const bool fp8 = std::string(kernel.format).find("fp8") != std::string::npos;  // E4M3 codes
     const bool four_bit = std::string(kernel.format).starts_with("torchao.codebook4");
     // the format's default table (its auxiliary input), as verify gives it
     std::vector<float> table;

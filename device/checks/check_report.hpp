@@ -20,7 +20,7 @@ struct CheckContext {
   std::filesystem::path out;        // where data files go beside the reports
   std::string bnb_library;          // libbitsandbytes_cuda130.so; empty: the bnb group is not run
   std::filesystem::path policy_dir; // the shipped tolerance policies
-  std::string kernels_plugin;       // cuda_blockwise_plugin.so; empty: the bandwidth group is not run
+  std::vector<std::string> kernels_plugins;  // our CUDA plugins (cuda_blockwise_plugin.so first); none: no bandwidth group
 };
 
 std::vector<Check> fp8_checks(const CheckContext& context);

@@ -43,12 +43,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   app.add_option("--out", out, "folder for gpu-checks.json, gpu-checks.md and the measured table (created)")->required();
-  std::string bnb_library, policy_dir, kernels_plugin;
+  std::string bnb_library, policy_dir;
+  std::vector<std::string> kernels_plugins;
   app.add_option("--only", only, "run only these groups")->check(CLI::IsMember({"fp8", "approx", "bnb", "bandwidth"}))->delimiter(',');
   app.add_option("--bnb-library", bnb_library, "bitsandbytes' libbitsandbytes_cuda130.so: runs the bnb group")
       ->check(CLI::ExistingFile);
-  app.add_option("--kernels-plugin", kernels_plugin,
-                 "our block-wise CUDA plugin (cuda_blockwise_plugin.so): runs the bandwidth group")
+  app.add_option("--kernels-plugin", kernels_plugins,
+                 "our CUDA plugins (cuda_blockwise_plugin.so, whose copy kernel is the yardstick, and others): runs the "
+                 "bandwidth group")
       ->check(CLI::ExistingFile);
   app.add_option("--policies", policy_dir, "the tolerance policies (default: ../share/lowbit/policies beside this program)");
   app.add_option("--threads", threads, "host threads for the reference side")->check(CLI::Range(1, 1024));
@@ -71,7 +73,7 @@ int main(int argc, char** argv) {
   const std::string date = utc_now();
   if (policy_dir.empty())
     policy_dir = (std::filesystem::canonical("/proc/self/exe").parent_path() / "../share/lowbit/policies").string();
-  const lowbit::gpu::CheckContext context{threads, out, bnb_library, policy_dir, kernels_plugin};
+  const lowbit::gpu::CheckContext context{threads, out, bnb_library, policy_dir, kernels_plugins};
   std::vector<Check> checks;
   const auto start = std::chrono::steady_clock::now();
   try {
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
       for (Check& c : lowbit::gpu::bnb_cuda_checks(context)) checks.push_back(std::move(c));
     }
     if (wanted("bandwidth")) {
-      if (kernels_plugin.empty()) fmt::print(stderr, "lowbit-gpu-checks: bandwidth group skipped: no --kernels-plugin\n");
+      if (kernels_plugins.empty()) fmt::print(stderr, "lowbit-gpu-checks: bandwidth group skipped: no --kernels-plugin\n");
       for (Check& c : lowbit::gpu::bandwidth_checks(context)) checks.push_back(std::move(c));
     }
   } catch (const std::exception& e) {
