@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "lowbit/cuda_runner.h"
+
 namespace lowbit::gpu {
 
 struct CudaError : std::runtime_error {
@@ -54,22 +56,13 @@ struct DeviceInfo {
   int multiprocessors = 0;
 };
 
-// Device 0, or CudaError with the runtime's reason (no driver, no device).
+// Device 0 as the CUDA runner's probe describes it (device/harness/cuda_probe.cu), or CudaError with
+// the probe's one-line reason (no driver, no device, no context).
 inline DeviceInfo device_info() {
-  int count = 0;
-  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
-  if (count == 0) throw CudaError("cudaGetDeviceCount: no CUDA device");
-  check(cudaSetDevice(0), "cudaSetDevice");
-  cudaDeviceProp p{};
-  check(cudaGetDeviceProperties(&p, 0), "cudaGetDeviceProperties");
-  DeviceInfo d;
-  d.name = p.name;
-  d.major = p.major;
-  d.minor = p.minor;
-  d.multiprocessors = p.multiProcessorCount;
-  check(cudaDriverGetVersion(&d.driver), "cudaDriverGetVersion");
-  check(cudaRuntimeGetVersion(&d.runtime), "cudaRuntimeGetVersion");
-  return d;
+  lowbit_cuda_device d{};
+  char error[512] = "";
+  if (lowbit_cuda_probe_v1(&d, error, sizeof error) != 0) throw CudaError(error);
+  return {d.name, d.major, d.minor, d.driver_version, d.runtime_version, d.multiprocessors};
 }
 
 }  // namespace lowbit::gpu

@@ -1,8 +1,8 @@
 // The CUDA runner (lowbit/cuda_runner.h): device memory around a CUDA kernel plugin's run function,
 // loaded by the plugin host in the child process of one case. Host code only; the CUDA runtime is
 // linked in statically (device/harness/CMakeLists.txt), so the runner needs nothing but the driver.
+// Its probe of the device is cuda_probe.cu, shared with lowbit-gpu-checks.
 #include <cuda_runtime.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstring>
@@ -44,39 +44,6 @@ cudaError_t allocate(DeviceBuffers& buffers, const lowbit_tensor& t, void** devi
 }
 
 }  // namespace
-
-extern "C" __attribute__((visibility("default"))) int32_t lowbit_cuda_probe_v1(lowbit_cuda_device* device, char* error,
-                                                                               uint64_t error_capacity) {
-  // Without the driver library the runtime says "driver version is insufficient": name the real cause.
-  if (void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL)) {
-    dlclose(driver);
-  } else {
-    const char* why = dlerror();
-    return say(error, error_capacity, std::string("no CUDA driver: ") + (why ? why : "libcuda.so.1 not found")), 1;
-  }
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess) return say(error, error_capacity, failed("cudaGetDeviceCount", e)), 1;
-  if (count < 1) return say(error, error_capacity, "cudaGetDeviceCount: no CUDA device"), 1;
-  if ((e = cudaSetDevice(0)) != cudaSuccess) return say(error, error_capacity, failed("cudaSetDevice(0)", e)), 1;
-  cudaDeviceProp prop;
-  if ((e = cudaGetDeviceProperties(&prop, 0)) != cudaSuccess)
-    return say(error, error_capacity, failed("cudaGetDeviceProperties(0)", e)), 1;
-  int driver = 0, runtime = 0;
-  if ((e = cudaDriverGetVersion(&driver)) != cudaSuccess) return say(error, error_capacity, failed("cudaDriverGetVersion", e)), 1;
-  if ((e = cudaRuntimeGetVersion(&runtime)) != cudaSuccess)
-    return say(error, error_capacity, failed("cudaRuntimeGetVersion", e)), 1;
-  std::memset(device, 0, sizeof *device);
-  std::snprintf(device->name, sizeof device->name, "%s", prop.name);
-  device->major = prop.major;
-  device->minor = prop.minor;
-  device->driver_version = driver;
-  device->runtime_version = runtime;
-  // Creates the context now: a device that is present but unusable (busy, exclusive, out of memory)
-  // is refused here, before any case, rather than on every case.
-  if ((e = cudaFree(nullptr)) != cudaSuccess) return say(error, error_capacity, failed("creating a context on device 0", e)), 1;
-  return 0;
-}
 
 extern "C" __attribute__((visibility("default"))) int32_t lowbit_cuda_run_v1(
     lowbit_run_fn run, const lowbit_tensor* inputs, int32_t input_count, const char* params_json, lowbit_tensor* outputs,

@@ -26,12 +26,16 @@ typedef struct lowbit_cuda_device {
   int32_t major, minor;     /* compute capability */
   int32_t driver_version;   /* cudaDriverGetVersion: 1000 * major + 10 * minor */
   int32_t runtime_version;  /* cudaRuntimeGetVersion, the runtime linked into the runner */
+  int32_t multiprocessors;  /* cudaDeviceProp::multiProcessorCount */
 } lowbit_cuda_device;
 
 /* Finds device 0 and describes it. Returns 0, or nonzero with a one-line reason in error
  * ("cudaGetDeviceCount: no CUDA-capable device is detected"). */
 typedef int32_t (*lowbit_cuda_probe_fn)(lowbit_cuda_device* device, char* error, uint64_t error_capacity);
 #define LOWBIT_CUDA_PROBE "lowbit_cuda_probe_v1"
+/* Defined in device/harness/cuda_probe.cu: lowbit finds it in the runner with dlsym,
+ * lowbit-gpu-checks links it. */
+int32_t lowbit_cuda_probe_v1(lowbit_cuda_device* device, char* error, uint64_t error_capacity);
 
 /* Runs `run` on device 0: every input copied to device memory, every output allocated there and
  * zero-filled, run() called on this (the host) thread, the work bracketed by two CUDA events on the
