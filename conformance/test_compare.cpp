@@ -74,13 +74,22 @@ TEST_CASE("a tie, a near-boundary difference and a genuine one are told apart") 
   REQUIRE(e4m3(e.find("codes")->bytes[0]) == e4m3(0x38));
   REQUIRE(e4m3(e.find("codes")->bytes[1]) == e4m3(0x39));
   Case a = with_code(with_code(with_code(e, 0, 0x39), 1, 0x38), 2, 0x49);
-  const ComparisonReport r = compare_cases(e, a, TolerancePolicy{});
+  // near-boundary only within the policy's budget (here 1000 ulps; below, bit-exact's 0)
+  TolerancePolicy budget;
+  budget.boundary_ulps = 1000;
+  const ComparisonReport r = compare_cases(e, a, budget);
   CHECK_FALSE(r.conformant);
   const TensorComparison& codes = tensor(r, "codes");
   CHECK(codes.mismatches == 3);
   CHECK(codes.by_class[static_cast<int>(MismatchClass::Tie)] == 1);
   CHECK(codes.by_class[static_cast<int>(MismatchClass::NearBoundary)] == 1);
   CHECK(codes.by_class[static_cast<int>(MismatchClass::Genuine)] == 1);
+  const ComparisonReport exact = compare_cases(e, a, TolerancePolicy{});
+  CHECK(tensor(exact, "codes").by_class[static_cast<int>(MismatchClass::NearBoundary)] == 0);
+  CHECK(tensor(exact, "codes").by_class[static_cast<int>(MismatchClass::Genuine)] == 2);
+  CHECK(tensor(exact, "codes").first_mismatches[1].why.cls == MismatchClass::Genuine);
+  CHECK(value(tensor(exact, "codes").first_mismatches[1].why.boundary_ulps) ==
+        doctest::Approx((double(1.0626f) - 1.0625) * 8388608.0));  // the distance stays in the entry
   REQUIRE(codes.first_mismatches.size() == 3);
   const MismatchRecord& near = codes.first_mismatches[1];
   CHECK(near.index == 1);
@@ -172,7 +181,14 @@ TEST_CASE("the Markdown report names the differing element in hex and decimal") 
   const auto& codes = j["tensors"][1];  // tensors in the expected case's order: input, codes, dequant
   REQUIRE(codes["name"] == "codes");
   CHECK(codes["first_mismatches"][0]["index"] == 2);
-  CHECK(codes["first_mismatches"][0]["class"] == "near-boundary");
+  // 3.0 lies 2^19 ulps from the boundary 3.125: under bit-exact's budget of 0 ulps, genuine, the
+  // distance and what the cast saw kept in the entry
+  CHECK(codes["first_mismatches"][0]["class"] == "genuine");
+  CHECK(codes["first_mismatches"][0]["boundary_ulps"] == 524288.0);
+  CHECK(codes["first_mismatches"][0]["input"] == 3.0);
+  CHECK(codes["first_mismatches"][0]["boundary"] == 3.125);
+  CHECK(!codes["first_mismatches"][0].contains("scaled"));  // a cast rounds its input itself
+  CHECK(md.find("| genuine (5.24e+05 ulp from the boundary) | no | input 3, boundary 3.125 |") != std::string::npos);
 }
 
 TEST_CASE("hostile names, origins, format, policy and faults keep every Markdown table row's columns") {

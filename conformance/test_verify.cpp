@@ -5,11 +5,16 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/compare.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
@@ -58,32 +63,73 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
   }
 }
 
-TEST_CASE("verify catches each mutant of the bank on its default inputs") {
+namespace {
+
+// Every class seen in a verify report, over all cases and tensors; and for one tensor, over the cases
+// (the generated ones only when asked), its mismatches and how many are of one class.
+struct ReportClasses {
+  std::set<std::string> seen;
+  std::uint64_t mismatches = 0, of_class = 0;
+  std::set<std::string> variants;  // the variants named in the listed mismatches of the tensor
+};
+
+ReportClasses report_classes(const nlohmann::json& j, const std::string& tensor, const std::string& cls, bool generated_only) {
+  ReportClasses out;
+  for (const auto& c : j.at("cases")) {
+    if (!c.contains("comparison")) continue;
+    const bool golden = c.at("label").get<std::string>().starts_with("golden ");
+    for (const auto& t : c.at("comparison").at("tensors")) {
+      if (!t.contains("classes")) continue;
+      for (const auto& [name, n] : t.at("classes").items())
+        if (n.get<std::uint64_t>() > 0) out.seen.insert(name);
+      if (t.at("name") != tensor || (generated_only && golden)) continue;
+      out.mismatches += t.at("mismatches").get<std::uint64_t>();
+      out.of_class += t.at("classes").at(cls).get<std::uint64_t>();
+      for (const auto& m : t.at("first_mismatches"))
+        if (m.contains("variant")) out.variants.insert(m.at("variant").get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("verify catches each mutant of the bank on its default inputs, with the class its bug has") {
   struct Mutant {
     const char* library;
     const char* caught_by;  // the input that must catch it
+    // every mismatch of this tensor (over the generated cases only, when generated_only) has this class
+    const char* tensor = nullptr;
+    const char* cls = nullptr;
+    const char* variant = nullptr;  // and the listed ones name this arithmetic variant
+    bool generated_only = false;
   };
-  for (const Mutant& m : {Mutant{"mutant_reciprocal", "MISMATCH scaled-edges"},
-                          Mutant{"mutant_flush_subnormal", "MISMATCH edges"},
-                          Mutant{"mutant_fp8_ties_away", "MISMATCH edges"},
-                          Mutant{"mutant_codebook_ties_down", "MISMATCH scaled-edges"},
-                          Mutant{"mutant_fp8_saturate", "MISMATCH special"},
-                          Mutant{"mutant_fp8_overflow_nan", "MISMATCH special"},
-                          Mutant{"mutant_fp8_nan_sign", "MISMATCH special"},
-                          Mutant{"mutant_fp8_nan_payload", "MISMATCH special"},
-                          // only the golden case with NaNs catches it: no generated torchao.fp8 input has a NaN
-                          Mutant{"mutant_absmax_ignores_nan", "MISMATCH special.n256"},
-                          Mutant{"mutant_bf16_scale", "MISMATCH normal.n4096.seed1"},
-                          Mutant{"mutant_bnb_tail_codes_zero", "MISMATCH special"},
-                          Mutant{"mutant_bnb_cuda_search", "MISMATCH scaled-edges"},
-                          // killed by the scales and by the param.next mismatches no sqrt rounding explains;
-                          // most of its param.next mismatches are allowed as library-rounding today
-                          Mutant{"mutant_adam_no_fma", "MISMATCH adam-v.n4096.seed2.step2"},
-                          Mutant{"mutant_adam_lerp_swapped", "MISMATCH normal.n4096.seed1.std0.5.step1"},
-                          // the default battery's steps with weight_decay 0.01 (and the golden AdamW steps)
-                          Mutant{"mutant_decay_after_update", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1"},
-                          Mutant{"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
-                          Mutant{"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}}) {
+  const std::vector<Mutant> mutants = {
+      // x * (1/s): the arithmetic variant on every code, never a tie (the kernel's own input is off the boundary)
+      {"mutant_reciprocal", "MISMATCH scaled-edges", "codes", "arithmetic-variant", "reciprocal"},
+      {"mutant_flush_subnormal", "MISMATCH edges", "codes", "flushed-subnormal"},
+      {"mutant_fp8_ties_away", "MISMATCH edges", "codes", "tie"},
+      {"mutant_codebook_ties_down", "MISMATCH scaled-edges"},
+      {"mutant_fp8_saturate", "MISMATCH special", "codes", "genuine"},
+      {"mutant_fp8_overflow_nan", "MISMATCH special", "codes", "genuine"},
+      {"mutant_fp8_nan_sign", "MISMATCH special", "codes", "nan-encoding"},
+      {"mutant_fp8_nan_payload", "MISMATCH special", "codes", "nan-encoding"},
+      // only the golden case with NaNs catches it: no generated torchao.fp8 input has a NaN
+      {"mutant_absmax_ignores_nan", "MISMATCH special.n256"},
+      {"mutant_bf16_scale", "MISMATCH normal.n4096.seed1", "codes", "scale-propagated"},
+      {"mutant_bnb_tail_codes_zero", "MISMATCH special"},
+      {"mutant_bnb_cuda_search", "MISMATCH scaled-edges"},
+      // the lerp without the fused multiply-add: every generated parameter it moves is the variant, none a
+      // library rounding (in golden cases a parameter torch's sqrt moved may still be one: the kernel's
+      // element equals the reference's there)
+      {"mutant_adam_no_fma", "MISMATCH adam-v.n4096.seed2.step2", "param.next", "arithmetic-variant", "unfused-fma", true},
+      {"mutant_adam_lerp_swapped", "MISMATCH normal.n4096.seed1.std0.5.step1"},
+      // the default battery's steps with weight_decay 0.01 (and the golden AdamW steps)
+      {"mutant_decay_after_update", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1"},
+      {"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
+      {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}};
+  std::map<std::string, std::set<std::string>> classes_of;  // mutant -> every class its report shows
+  for (const Mutant& m : mutants) {
     CAPTURE(m.library);
     TempDir dir("lowbit_verify_");
     const Run r = lowbit_cli("verify --kernel " + plugin(m.library) + " --report " + (dir / "r.json") + " --save-cases " +
@@ -92,9 +138,56 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs") {
     CHECK(r.code == 1);
     CHECK(r.output.find(m.caught_by) != std::string::npos);
     CHECK(r.output.find("NOT conformant") != std::string::npos);
-    CHECK(std::filesystem::exists(dir / "r.json"));
+    REQUIRE(std::filesystem::exists(dir / "r.json"));
     CHECK(!std::filesystem::is_empty(dir / "cases"));  // the failing cases, to attach to a pull request
+    const nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
+    const ReportClasses c = report_classes(j, m.tensor ? m.tensor : "", m.cls ? m.cls : "genuine", m.generated_only);
+    classes_of[m.library] = c.seen;
+    if (std::string(m.library) == "mutant_bf16_scale") {
+      // each differing scale is reported once as the root cause, with the count of the codes and
+      // dequantized values of its block that follow from it
+      std::uint64_t all_caused = 0, all_listed = 0;
+      for (const auto& kase : j.at("cases")) {
+        std::uint64_t propagated = 0, caused = 0, listed = 0;
+        for (const auto& t : kase.at("comparison").at("tensors")) {
+          if (t.at("name") == "codes" || t.at("name") == "dequant")
+            propagated += t.at("classes").at("scale-propagated").get<std::uint64_t>();
+          if (t.at("name") != "scale") continue;
+          caused = t.value("propagated", std::uint64_t{0});
+          for (const auto& e : t.at("first_mismatches")) listed += e.value("propagated", std::uint64_t{0});
+        }
+        CHECK(caused == propagated);
+        CHECK(listed <= caused);
+        all_caused += caused;
+        all_listed += listed;
+      }
+      CHECK(all_caused > 0);
+      CHECK(all_listed > 0);
+    }
+    if (!m.tensor) continue;
+    CAPTURE(m.tensor);
+    CHECK(c.mismatches > 0);
+    CHECK(c.of_class == c.mismatches);
+    if (m.variant) CHECK(c.variants == std::set<std::string>{m.variant});
   }
+  // Each class claim against the kernels without that bug: none of the other mutants shows it.
+  auto shown_by = [&](const std::string& cls) {
+    std::set<std::string> out;
+    for (const auto& [library, seen] : classes_of)
+      if (seen.contains(cls)) out.insert(library);
+    return out;
+  };
+  CHECK(shown_by("nan-encoding") == std::set<std::string>{"mutant_fp8_nan_payload", "mutant_fp8_nan_sign"});
+  CHECK(shown_by("flushed-subnormal") == std::set<std::string>{"mutant_flush_subnormal"});
+  const std::set<std::string> variant = shown_by("arithmetic-variant");
+  CHECK(variant.contains("mutant_reciprocal"));
+  CHECK(variant.contains("mutant_adam_no_fma"));
+  for (const char* other : {"mutant_fp8_ties_away", "mutant_flush_subnormal", "mutant_fp8_nan_sign", "mutant_fp8_nan_payload",
+                            "mutant_fp8_saturate", "mutant_fp8_overflow_nan", "mutant_bf16_scale", "mutant_coat_k_not_floored",
+                            "mutant_coat_centre_one_sqrt"})
+    CHECK_MESSAGE(!variant.contains(other), other);
+  // near-boundary only within the policy's budget: every mutant's format has a budget of 0 ulps
+  CHECK(shown_by("near-boundary").empty());
 }
 
 TEST_CASE("verify: a kernel that crashes, hangs or returns an error is reported per case, not conformant") {
@@ -212,11 +305,20 @@ TEST_CASE("verify: the CUDA per-block kernel's arithmetic (its host twin) is con
   CAPTURE(good.output);
   CHECK(good.code == 0);
   CHECK(lines_starting(good.output, "ok       ") == 7);  // edges, scaled-edges, special (2), three random
-  const Run bad = lowbit_cli("verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_host_twin"));
+  TempDir dir("lowbit_verify_twin_");
+  const Run bad = lowbit_cli("verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_host_twin") + " --report " +
+                             (dir / "r.json"));
   CAPTURE(bad.output);
   CHECK(bad.code == 1);
   CHECK(bad.output.find("MISMATCH edges") != std::string::npos);
   CHECK(bad.output.find("MISMATCH scaled-edges") != std::string::npos);
+  // __frcp_rn then __fmul_rn: every differing code is the reciprocal variant, none a tie
+  const ReportClasses c =
+      report_classes(nlohmann::json::parse(slurp(dir / "r.json")), "codes", "arithmetic-variant", false);
+  CHECK(c.mismatches > 0);
+  CHECK(c.of_class == c.mismatches);
+  CHECK(c.variants == std::set<std::string>{"reciprocal"});
+  CHECK(!c.seen.contains("tie"));
 }
 
 TEST_CASE("verify runs a CUDA-memory kernel through the CUDA runner: device and kernel times in both reports") {
@@ -383,4 +485,169 @@ TEST_CASE("our kernels' bitsandbytes table (step positions) is the reference's l
   std::uint64_t differ = 0;
   for_each_probe([&](float y) { differ += lowbit_kernels::bnb::index_of(y) != codebook::BnbCpuLut::index_of(y); });
   CHECK(differ == 0);
+}
+
+// ---- honest classes and --strict ---------------------------------------------------------------
+
+TEST_CASE("--strict: a mismatch the policy allows fails conform, verify and compare; the reports say strict") {
+  TempDir dir("lowbit_strict_");
+  // torchao's golden Adam steps differ from the reference only where torch's CPU sqrt rounded
+  // differently, which the format's policy allows as library-rounding
+  const Run plain = lowbit_cli("conform --format torchao.adam.codebook8 --report " + (dir / "c.json"));
+  CAPTURE(plain.output);
+  CHECK(plain.code == 0);
+  CHECK(plain.output.find("library-rounding: ") != std::string::npos);
+  const nlohmann::json c = nlohmann::json::parse(slurp(dir / "c.json"));
+  CHECK(c.at("strict") == false);
+  const auto& lr = c.at("by_format").at("torchao.adam.codebook8").at("library_rounding");
+  CHECK(lr.at("count").get<std::uint64_t>() > 0);
+  CHECK(lr.at("count") == c.at("by_format").at("torchao.adam.codebook8").at("mismatches"));
+  CHECK(lr.at("rate") == 1.0);
+  CHECK(lr.at("allowed") == true);
+  const Run strict = lowbit_cli("conform --format torchao.adam.codebook8 --strict --report " + (dir / "s.json"));
+  CAPTURE(strict.output);
+  CHECK(strict.code == 1);
+  const nlohmann::json s = nlohmann::json::parse(slurp(dir / "s.json"));
+  CHECK(s.at("strict") == true);
+  CHECK(s.at("by_format").at("torchao.adam.codebook8").at("allowed") == 0);
+  CHECK(s.at("by_format").at("torchao.adam.codebook8").at("library_rounding").at("allowed") == false);
+
+  // verify: the reference as the kernel; its generated step is bit-exact, the golden steps are not
+  const Run v = lowbit_cli("verify --kernel " + plugin("reference_plugin") +
+                           ":reference.torchao.adam.codebook8 --input normal:n=4096,seed=1 --steps 1 --strict --report " +
+                           (dir / "v.json") + " --save-cases " + (dir / "cases"));
+  CAPTURE(v.output);
+  CHECK(v.code == 1);
+  CHECK(v.output.find("ok       normal.n4096.seed1.step1:") != std::string::npos);
+  CHECK(v.output.find("policy torch-cpu-eager (strict)") != std::string::npos);
+  const nlohmann::json vj = nlohmann::json::parse(slurp(dir / "v.json"));
+  CHECK(vj.at("strict") == true);
+  CHECK(vj.at("library_rounding").at("count").get<std::uint64_t>() > 0);
+  CHECK(vj.at("library_rounding").at("allowed") == false);
+  // compare: a saved golden step passes without --strict and fails with it
+  std::string stem;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "cases"))
+    if (e.path().string().ends_with(".expected.safetensors"))
+      stem = e.path().string().substr(0, e.path().string().size() - std::string(".expected.safetensors").size());
+  REQUIRE(!stem.empty());
+  const std::string pair = stem + ".expected.safetensors " + stem + ".actual.safetensors";
+  const Run allowed = lowbit_cli("compare " + pair);
+  CAPTURE(allowed.output);
+  CHECK(allowed.code == 0);
+  CHECK(allowed.output.find(", allowed by the policy") != std::string::npos);
+  const Run failed = lowbit_cli("compare " + pair + " --strict --report " + (dir / "p.json"));
+  CAPTURE(failed.output);
+  CHECK(failed.code == 1);
+  const nlohmann::json p = nlohmann::json::parse(slurp(dir / "p.json"));
+  CHECK(p.at("strict") == true);
+  for (const auto& t : p.at("tensors")) {
+    CHECK(t.at("allowed") == 0);
+    if (t.at("name") == "param.next") CHECK(t.at("classes").at("library-rounding") == t.at("mismatches"));
+  }
+}
+
+namespace {
+
+// The reference's case of a format on an input spec (its first case).
+Case reference_case(const std::string& format, const std::string& spec) {
+  const FormatSpec& f = *find_format(format);
+  Case out;
+  bool first = true;
+  for_each_case(f, f.default_params, parse_input_spec(spec), 1, {"test", "test_verify"}, [&](CaseToRun c) {
+    Case done = run_reference(f, c.inputs);
+    if (first) out = done;
+    first = false;
+    return done;
+  });
+  return out;
+}
+
+const TensorComparison& compared(const ComparisonReport& r, const std::string& name) {
+  for (const TensorComparison& t : r.tensors)
+    if (t.name == name) return t;
+  throw std::runtime_error("no tensor " + name);
+}
+
+}  // namespace
+
+TEST_CASE("near-boundary only within the policy's ulp budget; beyond it genuine, with the distance kept") {
+  const Case expected = reference_case("torchao.codebook8.signed", "normal:n=4096,seed=1");
+  Case actual = expected;
+  std::vector<std::uint8_t> codes = actual.require("codes").u8();
+  for (auto& c : codes) c = c == 255 ? 254 : static_cast<std::uint8_t>(c + 1);  // every code its neighbour
+  actual.add(Tensor::from_bytes("codes", DType::U8, actual.require("codes").shape, codes));
+  std::uint64_t near_at_huge_budget = 0;
+  for (double budget : {0.0, 1e5, 1e300}) {
+    CAPTURE(budget);
+    TolerancePolicy p;
+    p.boundary_ulps = budget;
+    const ComparisonReport r = compare_cases(expected, actual, p, SIZE_MAX);
+    const TensorComparison& t = compared(r, "codes");
+    REQUIRE(t.first_mismatches.size() == 4096);
+    std::uint64_t near = 0, beyond = 0;
+    for (const MismatchRecord& m : t.first_mismatches) {
+      REQUIRE(m.why.input);  // the entry shows what the quantizer saw
+      REQUIRE(m.why.scale);
+      CHECK(bits_of(static_cast<float>(*m.why.input)) == bits_of(expected.require("input").f32()[m.index]));
+      CHECK(bits_of(static_cast<float>(*m.why.scale)) == bits_of(expected.require("scale").f32()[m.index / 256]));
+      if (m.why.cls == MismatchClass::NearBoundary) {
+        ++near;
+        CHECK(m.why.boundary_ulps <= budget);
+        CHECK(m.allowed);
+      } else if (m.why.cls == MismatchClass::Genuine) {
+        REQUIRE(m.why.boundary);  // neighbouring codes: the boundary and the distance stay in the entry
+        CHECK(m.why.boundary_ulps > budget);
+        ++beyond;
+      }
+    }
+    if (budget == 0.0) CHECK(near == 0);
+    if (budget == 1e300) near_at_huge_budget = near;
+    CHECK(near + beyond + t.by_class[static_cast<std::size_t>(MismatchClass::Tie)] +
+              t.by_class[static_cast<std::size_t>(MismatchClass::ArithmeticVariant)] ==
+          4096);
+  }
+  CHECK(near_at_huge_budget > 4000);  // a code moved by one is near its boundary, at some distance
+}
+
+TEST_CASE("flushed-subnormal: a subnormal input taken as zero; a zero for a normal input is genuine") {
+  // fp8.perblock.e4m3, two blocks of 128: the first of float32 subnormals, which the block's scale
+  // (amax / 448) makes ordinary E4M3 codes and a kernel that flushes its inputs (DAZ) writes as zero;
+  // the second of normal inputs, where a zero code is no flush
+  std::vector<float> x(256);
+  for (std::size_t i = 0; i < 128; ++i) x[i] = static_cast<float>(i + 1) * 1e-41f;
+  for (std::size_t i = 128; i < 256; ++i) x[i] = 0.25f + static_cast<float>(i) * 1e-3f;
+  REQUIRE(std::fpclassify(x[127]) == FP_SUBNORMAL);
+  Case in;
+  in.metadata["format"] = "fp8.perblock.e4m3";
+  in.add(Tensor::from_f32("input", {256}, x));
+  const Case expected = run_reference(*find_format("fp8.perblock.e4m3"), in);
+  Case actual = expected;
+  std::vector<std::uint8_t> codes = actual.require("codes").u8();
+  REQUIRE(codes[100] != 0);
+  REQUIRE(codes[200] != 0);
+  codes[100] = 0;  // a subnormal input flushed
+  codes[200] = 0;  // a normal input written as zero: another bug
+  actual.add(Tensor::from_bytes("codes", DType::F8_E4M3, {256}, codes));
+  const ComparisonReport r = compare_cases(expected, actual, TolerancePolicy{});
+  const TensorComparison& t = compared(r, "codes");
+  REQUIRE(t.first_mismatches.size() == 2);
+  CHECK(t.first_mismatches[0].why.cls == MismatchClass::FlushedSubnormal);
+  CHECK(t.first_mismatches[1].why.cls == MismatchClass::Genuine);
+  CHECK_FALSE(r.conformant);
+  // a subnormal expected value written as zero, in a float tensor of its own: flushed too
+  Case e2, a2;
+  e2.add(Tensor::from_f32("values", {2}, std::vector<float>{1e-40f, 1.0f}));
+  a2.add(Tensor::from_f32("values", {2}, std::vector<float>{-0.0f, 0.0f}));
+  const ComparisonReport r2 = compare_cases(e2, a2, TolerancePolicy{});
+  REQUIRE(r2.tensors.at(0).first_mismatches.size() == 2);
+  CHECK(r2.tensors.at(0).first_mismatches[0].why.cls == MismatchClass::FlushedSubnormal);
+  CHECK(r2.tensors.at(0).first_mismatches[1].why.cls == MismatchClass::Genuine);
+  // NaN against NaN with another payload: an encoding, not a number
+  Case e3, a3;
+  e3.add(Tensor::from_f32("values", {2}, std::vector<float>{float_from_bits(0x7FC00000u), float_from_bits(0x7FC00000u)}));
+  a3.add(Tensor::from_f32("values", {2}, std::vector<float>{float_from_bits(0xFFC00001u), 0.0f}));
+  const ComparisonReport r3 = compare_cases(e3, a3, TolerancePolicy{});
+  REQUIRE(r3.tensors.at(0).first_mismatches.size() == 2);
+  CHECK(r3.tensors.at(0).first_mismatches[0].why.cls == MismatchClass::NanEncoding);
+  CHECK(r3.tensors.at(0).first_mismatches[1].why.cls == MismatchClass::Genuine);
 }

@@ -52,11 +52,15 @@ void measure(const Tensor& t, std::uint64_t e, std::uint64_t a, MismatchRecord& 
 }
 
 bool allowed_by(const TolerancePolicy& p, const Explanation& why) {
+  if (p.strict) return false;
   switch (why.cls) {
     case MismatchClass::Tie: return p.allow_ties;
     case MismatchClass::NearBoundary: return why.boundary_ulps <= p.boundary_ulps;
     case MismatchClass::ScalePropagated: return p.allow_scale_propagated;
     case MismatchClass::LibraryRounding: return p.allow_library_rounding;
+    case MismatchClass::ArithmeticVariant:
+    case MismatchClass::FlushedSubnormal:
+    case MismatchClass::NanEncoding:
     case MismatchClass::Genuine: return false;
   }
   return false;
@@ -108,6 +112,9 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
   // Tensors by name for this comparison's look-ups (Case::find is a linear scan: a header of
   // thousands of tensors made the comparison quadratic).
   const auto expected_by_name = by_name(expected), actual_by_name = by_name(actual);
+  // per per-block tensor (scale, expand, centre): the scale-propagated mismatches of each block, so
+  // that each differing entry is reported once as the root cause with their count
+  std::unordered_map<std::string, std::vector<std::uint64_t>> caused;
   for (const Tensor& t : expected.tensors) {
     const TensorSpec* decl = spec ? spec->tensor(t.name) : nullptr;
     const BlockMap map = block_map(expected, t);
@@ -145,15 +152,33 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       m.expected_bits = eb;
       m.actual_bits = ab;
       measure(t, eb, ab, m);
-      if (!scale_differs.empty() && scale_differs[m.block]) m.why = {MismatchClass::ScalePropagated, 0};
-      else if (explainable) {
-        if (!explainer_made) {
-          explainer = spec->explain(expected, actual, t.name);
-          explainer_made = true;
+      // a differing block scale is the root cause of whatever else differs in its block; NaN against
+      // NaN is an encoding difference, never a numeric one
+      if (!scale_differs.empty() && scale_differs[m.block]) m.why.cls = MismatchClass::ScalePropagated;
+      else if (std::isnan(m.expected_value) && std::isnan(m.actual_value)) m.why.cls = MismatchClass::NanEncoding;
+      else {
+        if (explainable) {
+          if (!explainer_made) {
+            explainer = spec->explain(expected, actual, t.name);
+            explainer_made = true;
+          }
+          if (explainer) m.why = explainer(i);
         }
-        if (explainer) m.why = explainer(i);
+        // what the explainer leaves unexplained may still be a flushed subnormal of the tensor's own dtype
+        if (m.why.cls == MismatchClass::Genuine && is_subnormal_bits(t.dtype, eb) && is_zero_bits(t.dtype, ab))
+          m.why.cls = MismatchClass::FlushedSubnormal;
       }
+      // near a boundary only within the policy's budget: farther off, the input was not near enough
+      // for a last-bit difference to explain the code (the distance stays in the record)
+      if (m.why.cls == MismatchClass::NearBoundary && m.why.boundary_ulps > policy.boundary_ulps)
+        m.why.cls = MismatchClass::Genuine;
       m.allowed = allowed_by(policy, m.why);
+      if (m.why.cls == MismatchClass::ScalePropagated)
+        for (const std::string& scale : decl->layout.scales) {
+          std::vector<std::uint64_t>& counts = caused[scale];
+          counts.resize(map.blocks);
+          ++counts[m.block];
+        }
 
       ++tc.mismatches;
       tc.allowed += m.allowed;
@@ -174,6 +199,13 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       if (b.mismatches > tc.worst_block.mismatches) tc.worst_block = b;
     if (tc.mismatches > tc.allowed) r.conformant = false;
     r.tensors.push_back(std::move(tc));
+  }
+  for (TensorComparison& tc : r.tensors) {
+    const auto found = caused.find(tc.name);
+    if (found == caused.end()) continue;
+    for (std::uint64_t n : found->second) tc.propagated += n;
+    for (MismatchRecord& m : tc.first_mismatches)
+      if (m.index < found->second.size()) m.propagated = found->second[m.index];  // entry j is block j
   }
   for (const Tensor& t : actual.tensors)
     if (!expected_by_name.contains(t.name)) r.extra_in_actual.push_back(t.name);

@@ -33,10 +33,55 @@ std::string distance_text(std::uint64_t d) { return d == kNoDistance ? "n/a (NaN
 
 std::string why_text(const Explanation& w) {
   if (w.cls == MismatchClass::NearBoundary) return fmt::format("near-boundary ({:.3g} ulp)", w.boundary_ulps);
+  if (w.cls == MismatchClass::ArithmeticVariant) return fmt::format("arithmetic-variant ({})", w.variant);
+  if (w.cls == MismatchClass::Genuine && w.boundary)
+    return fmt::format("genuine ({:.3g} ulp from the boundary)", w.boundary_ulps);
   return std::string(mismatch_class_name(w.cls));
 }
 
+// What the quantizer saw, where the format records it: "x 0.5, x/s 112.3, boundary 112, scale 0.0044".
+std::string context_text(const Explanation& w) {
+  std::string out;
+  auto add = [&](const char* label, const std::optional<double>& v) {
+    if (v) out += fmt::format("{}{} {:.9g}", out.empty() ? "" : ", ", label, *v);
+  };
+  add("input", w.input);
+  add("scaled", w.scaled);
+  add("boundary", w.boundary);
+  add("scale", w.scale);
+  return out;
+}
+
+std::string percent(std::uint64_t part, std::uint64_t whole) {
+  return whole ? fmt::format("{:.1f} %", 100.0 * static_cast<double>(part) / static_cast<double>(whole)) : "0 %";
+}
+
+bool library_rounding_allowed(const TolerancePolicy& p) { return p.allow_library_rounding && !p.strict; }
+
 }  // namespace
+
+void ComparisonTotals::add(const ComparisonReport& r) {
+  for (const TensorComparison& t : r.tensors) {
+    elements += t.elements;
+    mismatches += t.mismatches;
+    allowed += t.allowed;
+    for (std::size_t k = 0; k < by_class.size(); ++k) by_class[k] += t.by_class[k];
+  }
+}
+
+std::string library_rounding_text(const ComparisonTotals& t, const TolerancePolicy& p) {
+  const std::uint64_t n = t.count(MismatchClass::LibraryRounding);
+  return fmt::format("library-rounding: {} of {} mismatches ({}), {}", n, t.mismatches, percent(n, t.mismatches),
+                     library_rounding_allowed(p) ? "allowed by the policy" : "not allowed");
+}
+
+nlohmann::json library_rounding_json(const ComparisonTotals& t, const TolerancePolicy& p) {
+  const std::uint64_t n = t.count(MismatchClass::LibraryRounding);
+  return {{"count", n},
+          {"mismatches", t.mismatches},
+          {"rate", t.mismatches ? static_cast<double>(n) / static_cast<double>(t.mismatches) : 0.0},
+          {"allowed", library_rounding_allowed(p)}};
+}
 
 nlohmann::json report_json(const ComparisonReport& r) {
   nlohmann::json j;
@@ -50,6 +95,10 @@ nlohmann::json report_json(const ComparisonReport& r) {
                  {"allow_scale_propagated", r.policy.allow_scale_propagated},
                  {"allow_library_rounding", r.policy.allow_library_rounding}};
   j["conformant"] = r.conformant;
+  j["strict"] = r.policy.strict;
+  ComparisonTotals totals;
+  totals.add(r);
+  j["library_rounding"] = library_rounding_json(totals, r.policy);
   j["extra_in_actual"] = r.extra_in_actual;
   j["tensors"] = nlohmann::json::array();
   for (const TensorComparison& t : r.tensors) {
@@ -72,6 +121,7 @@ nlohmann::json report_json(const ComparisonReport& r) {
                            {"mismatches", t.worst_block.mismatches},
                            {"max_code_distance", t.worst_block.max_code_distance},
                            {"max_ulp_distance", t.worst_block.max_ulp_distance}};
+    if (t.propagated) tj["propagated"] = t.propagated;
     tj["first_mismatches"] = nlohmann::json::array();
     for (const MismatchRecord& m : t.first_mismatches) {
       nlohmann::json mj = {{"index", m.index},
@@ -84,7 +134,16 @@ nlohmann::json report_json(const ComparisonReport& r) {
                            {"ulp_distance", distance(m.ulp_distance)},
                            {"class", mismatch_class_name(m.why.cls)},
                            {"allowed", m.allowed}};
-      if (m.why.cls == MismatchClass::NearBoundary) mj["boundary_ulps"] = m.why.boundary_ulps;
+      if (m.why.cls == MismatchClass::NearBoundary || m.why.boundary) mj["boundary_ulps"] = m.why.boundary_ulps;
+      if (m.why.cls == MismatchClass::ArithmeticVariant) mj["variant"] = std::string(m.why.variant);
+      auto context = [&](const char* key, const std::optional<double>& v) {
+        if (v) mj[key] = number(*v);
+      };
+      context("input", m.why.input);
+      context("scaled", m.why.scaled);
+      context("boundary", m.why.boundary);
+      context("scale", m.why.scale);
+      if (m.propagated) mj["propagated"] = m.propagated;
       tj["first_mismatches"].push_back(mj);
     }
     j["tensors"].push_back(tj);
@@ -93,16 +152,15 @@ nlohmann::json report_json(const ComparisonReport& r) {
 }
 
 std::string report_markdown(const ComparisonReport& r) {
-  std::uint64_t mismatches = 0, allowed = 0, elements = 0;
-  for (const TensorComparison& t : r.tensors) {
-    mismatches += t.mismatches;
-    allowed += t.allowed;
-    elements += t.elements;
-  }
-  std::string md = fmt::format("# Comparison: {}\n\n", r.conformant ? "conformant" : "NOT conformant");
-  md += fmt::format("{} mismatching elements of {} ({} allowed by the policy) in {} tensor(s). Format {}; "
+  ComparisonTotals totals;
+  totals.add(r);
+  std::string md = fmt::format("# Comparison: {}{}\n\n", r.conformant ? "conformant" : "NOT conformant",
+                               r.policy.strict ? " (strict)" : "");
+  md += fmt::format("{} mismatching elements of {} ({} allowed by the policy{}) in {} tensor(s); {}. Format {}; "
                     "tolerance policy {}: {}\n\n",
-                    mismatches, elements, allowed, r.tensors.size(),
+                    totals.mismatches, totals.elements, totals.allowed,
+                    r.policy.strict ? ", none under --strict" : "", r.tensors.size(),
+                    library_rounding_text(totals, r.policy),
                     r.format.empty() ? "`(none)`" : markdown_code(r.format), markdown_code(r.policy.name),
                     markdown_text(r.policy.description));
   md += fmt::format("- expected: {}\n- actual: {}\n", markdown_code(r.expected_origin), markdown_code(r.actual_origin));
@@ -111,35 +169,46 @@ std::string report_markdown(const ComparisonReport& r) {
     for (const auto& n : r.extra_in_actual) md += fmt::format(" {}", markdown_code(n));
     md += "\n";
   }
-  md += "\n| tensor | dtype | elements | identical | mismatches | allowed | max code distance | max ulp distance | "
-        "tie | near-boundary | scale-propagated | library-rounding | genuine |\n"
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  md += "\n| tensor | dtype | elements | identical | mismatches | allowed | max code distance | max ulp distance |";
+  std::string rule = "\n|---|---|---:|---:|---:|---:|---:|---:|";
+  for (MismatchClass c : kMismatchClasses) {
+    md += fmt::format(" {} |", mismatch_class_name(c));
+    rule += "---:|";
+  }
+  md += rule + "\n";
   for (const TensorComparison& t : r.tensors) {
     if (!t.fault.empty()) {
-      md += fmt::format("| {} | {} | {} | **{}** | | | | | | | | | |\n", markdown_code(t.name), markdown_text(t.dtype),
-                        t.elements, markdown_text(t.fault));
+      md += fmt::format("| {} | {} | {} | **{}** | | | | |", markdown_code(t.name), markdown_text(t.dtype), t.elements,
+                        markdown_text(t.fault));
+      for (std::size_t k = 0; k < std::size(kMismatchClasses); ++k) md += " |";
+      md += "\n";
       continue;
     }
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", markdown_code(t.name),
-                      markdown_text(t.dtype),
-                      t.elements, t.identical, t.mismatches, t.allowed, t.max_code_distance, t.max_ulp_distance,
-                      t.by_class[0], t.by_class[1], t.by_class[2], t.by_class[3], t.by_class[4]);
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |", markdown_code(t.name), markdown_text(t.dtype),
+                      t.elements, t.identical, t.mismatches, t.allowed, t.max_code_distance, t.max_ulp_distance);
+    for (std::uint64_t n : t.by_class) md += fmt::format(" {} |", n);
+    md += "\n";
   }
   for (const TensorComparison& t : r.tensors) {
     if (t.first_mismatches.empty()) continue;
     md += fmt::format("\n## {}: first {} of {} mismatches\n\n", markdown_code(t.name), t.first_mismatches.size(),
                       t.mismatches);
+    if (t.propagated)
+      md += fmt::format("Its {} differing entries are the root cause of {} scale-propagated mismatches in their blocks.\n\n",
+                        t.mismatches, t.propagated);
     md += fmt::format("Worst block ({}): block {} with {} mismatches, max code distance {}, "
                       "max ulp distance {}.\n\n",
                       markdown_text(t.layout), t.worst_block.index, t.worst_block.mismatches, t.worst_block.max_code_distance,
                       t.worst_block.max_ulp_distance);
-    md += "| index | block | expected | actual | code distance | ulp distance | class | allowed |\n"
-          "|---:|---:|---|---|---:|---:|---|---|\n";
+    md += "| index | block | expected | actual | code distance | ulp distance | class | allowed | what the quantizer saw |\n"
+          "|---:|---:|---|---|---:|---:|---|---|---|\n";
     for (const MismatchRecord& m : t.first_mismatches)
-      md += fmt::format("| {} | {} | {} ({:.9g}) | {} ({:.9g}) | {} | {} | {} | {} |\n", m.index, m.block,
+      md += fmt::format("| {} | {} | {} ({:.9g}) | {} ({:.9g}) | {} | {} | {} | {} | {} |\n", m.index, m.block,
                         hex(m.expected_bits, hex_digits(t.dtype)), m.expected_value,
                         hex(m.actual_bits, hex_digits(t.dtype)), m.actual_value, distance_text(m.code_distance),
-                        distance_text(m.ulp_distance), why_text(m.why), m.allowed ? "yes" : "no");
+                        distance_text(m.ulp_distance), why_text(m.why), m.allowed ? "yes" : "no",
+                        m.propagated ? fmt::format("root cause of {} scale-propagated mismatches in its block", m.propagated)
+                                     : context_text(m.why));
   }
   return md;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -55,6 +57,18 @@ using Normalize = float (*)(float x, float scale);
 float divide(float x, float scale) { return x / scale; }
 float times_reciprocal(float x, float absmax) { return x * (1.0f / absmax); }
 
+// How a block-wise quantizer scales and searches, for its explainer: the reference's normalization
+// and the other one a kernel may use instead (x * (1 / s) for a division, x / s for a reciprocal),
+// with the format's own search of a normalized value, which says whether that other arithmetic
+// reproduces the actual code. No search: the variant is not checked.
+struct Arithmetic {
+  Normalize normalize;
+  Normalize other;
+  std::string_view other_name;  // the arithmetic-variant's name
+  std::function<int(float y)> search;
+};
+Arithmetic division(std::function<int(float)> search) { return {divide, times_reciprocal, "reciprocal", std::move(search)}; }
+
 // What a block-wise quantizer's explainers read once per comparison: the codes of both cases, the
 // input, the scales and the block of each code. Only `codes` and `dequant` (element i is code i)
 // are explained; a scale, a packed nibble pair or a table entry is not an element of the codes.
@@ -65,14 +79,39 @@ struct CodeContext {
   std::vector<float> scale;
   BlockMap blocks;
 
-  // The normalized input the quantizer saw at i and the two codes, when they are comparable.
-  std::optional<float> normalized(std::size_t i, Normalize normalize) const {
-    if (i >= expected->bytes.size() || i >= input->element_count()) return std::nullopt;
+  // The element's input, its block's scale and the normalized input the reference's quantizer saw,
+  // when the codes are comparable; otherwise an explanation without them.
+  bool context(std::size_t i, const Arithmetic& arith, Explanation& why, float& x, float& s) const {
+    if (i >= expected->bytes.size() || i >= input->element_count()) return false;
     const std::size_t block = blocks.block_of(i);
-    if (block >= scale.size()) return std::nullopt;
-    return normalize(input->value_as_float(i), scale[block]);
+    if (block >= scale.size()) return false;
+    x = input->value_as_float(i);
+    s = scale[block];
+    why.input = x;
+    why.scale = s;
+    why.scaled = arith.normalize(x, s);
+    return true;
+  }
+  // A kernel that flushes a subnormal input to zero (DAZ): the input is a subnormal of its dtype,
+  // and the format's own search gives the actual code for a zero of its sign (and the expected
+  // code for the input itself). Without a search there is no claim.
+  bool input_flushed(std::size_t i, const Arithmetic& arith, float x, float s, int want, int got) const {
+    if (!arith.search || !is_subnormal_bits(input->dtype, input->bits_at(i))) return false;
+    return arith.search(arith.normalize(x, s)) == want && arith.search(arith.normalize(std::copysign(0.0f, x), s)) == got;
+  }
+  // The other arithmetic reproduces the actual code where the reference's gives the expected one.
+  bool other_arithmetic(const Arithmetic& arith, float x, float s, int want, int got) const {
+    if (!arith.search || !std::isfinite(s) || s == 0.0f) return false;  // a zero block's codes are the format's rule
+    return arith.search(arith.normalize(x, s)) == want && arith.search(arith.other(x, s)) == got;
   }
 };
+
+// The boundary explanation of neighbouring codes, with the element's input and scale kept.
+Explanation with_context(Explanation neighbours, const Explanation& context) {
+  neighbours.input = context.input;
+  neighbours.scale = context.scale;
+  return neighbours;
+}
 
 std::optional<CodeContext> code_context(const Case& e, const Case& a, const std::string& tensor) {
   if (tensor != "codes" && tensor != "dequant") return std::nullopt;
@@ -85,30 +124,53 @@ std::optional<CodeContext> code_context(const Case& e, const Case& a, const std:
   return CodeContext{want, got, input, scale->f32(), block_map(e, "codes")};
 }
 
-ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::string& tensor, Normalize normalize) {
+// In this order: the other arithmetic (it says what the kernel computed: never a tie then), a
+// flushed subnormal input, a tie or near-boundary between neighbouring codes, else genuine; each with
+// the element's input, scaled value and block scale.
+ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::string& tensor, Arithmetic arith) {
   const auto c = code_context(e, a, tensor);
   const Tensor* qmap = e.find("qmap");
   if (!c || !qmap) return {};
-  return [c = *c, q = qmap->f32(), normalize](std::size_t i) -> Explanation {
-    const auto y = c.normalized(i, normalize);
-    if (!y) return {};
+  return [c = *c, q = qmap->f32(), arith = std::move(arith)](std::size_t i) -> Explanation {
+    Explanation why;
+    float x = 0, s = 0;
+    if (!c.context(i, arith, why, x, s)) return why;
     const int ce = c.expected->bytes[i], ca = c.actual->bytes[i];
-    if (std::abs(ce - ca) != 1 || static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return {};
-    return explain_neighbours(*y, q[std::min(ce, ca)], q[std::max(ce, ca)]);
+    if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return why;
+    if (c.other_arithmetic(arith, x, s, ce, ca)) {
+      why.cls = MismatchClass::ArithmeticVariant;
+      why.variant = arith.other_name;
+    } else if (c.input_flushed(i, arith, x, s, ce, ca)) {
+      why.cls = MismatchClass::FlushedSubnormal;
+    } else if (std::abs(ce - ca) == 1) {
+      return with_context(explain_neighbours(*why.scaled, q[std::min(ce, ca)], q[std::max(ce, ca)]), why);
+    }
+    return why;
   };
 }
 
-ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::string& tensor) {
+ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::string& tensor, fp8::Policy cast) {
   const auto c = code_context(e, a, tensor);
   if (!c) return {};
-  return [c = *c](std::size_t i) -> Explanation {
-    const auto y = c.normalized(i, divide);
-    if (!y) return {};
+  using fp8::E4M3FN;
+  const Arithmetic arith = division([cast](float y) { return fp8::encode_nearest_even<E4M3FN>(y, cast); });
+  return [c = *c, arith](std::size_t i) -> Explanation {
+    Explanation why;
+    float x = 0, s = 0;
+    if (!c.context(i, arith, why, x, s)) return why;
     const std::uint8_t ce = c.expected->bytes[i], ca = c.actual->bytes[i];
-    if (fp8::E4M3FN::is_nan(ce) || fp8::E4M3FN::is_nan(ca) || std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) != 1)
-      return {};
-    const double ve = fp8::decode<fp8::E4M3FN>(ce), va = fp8::decode<fp8::E4M3FN>(ca);
-    return explain_neighbours(*y, std::min(ve, va), std::max(ve, va));
+    if (E4M3FN::is_nan(ce) || E4M3FN::is_nan(ca)) return why;
+    if (c.other_arithmetic(arith, x, s, ce, ca)) {
+      why.cls = MismatchClass::ArithmeticVariant;
+      why.variant = arith.other_name;
+    } else if ((is_zero_bits(DType::F8_E4M3, ca) && is_subnormal_bits(DType::F8_E4M3, ce)) ||
+               c.input_flushed(i, arith, x, s, ce, ca)) {
+      why.cls = MismatchClass::FlushedSubnormal;  // the dequant tensor's view of a flushed code, or a flushed input
+    } else if (std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) == 1) {
+      const double ve = fp8::decode<E4M3FN>(ce), va = fp8::decode<E4M3FN>(ca);
+      return with_context(explain_neighbours(*why.scaled, std::min(ve, va), std::max(ve, va)), why);
+    }
+    return why;
   };
 }
 
@@ -221,7 +283,9 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     return out;
   };
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
-    return codebook_explainer(e, a, tensor, divide);
+    const std::vector<float> q = e.find("qmap") ? e.find("qmap")->f32() : std::vector<float>{};
+    if (q.size() != 16 && q.size() != 256) return ElementExplainer{};
+    return codebook_explainer(e, a, tensor, division([q](float y) { return codebook::torchao_search(y, q); }));
   };
   f.auxiliary_inputs = [map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
@@ -274,7 +338,13 @@ FormatSpec torchao_fp8_format() {
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
   };
-  f.explain = fp8_state_explainer;
+  f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
+    const nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
+    const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
+    const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
+    if (!overflow || !nan) return ElementExplainer{};
+    return fp8_state_explainer(e, a, tensor, {*overflow, *nan});
+  };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
@@ -322,7 +392,9 @@ FormatSpec fp8_perblock_format() {
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block))};
   };
-  f.explain = fp8_state_explainer;
+  f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
+    return fp8_state_explainer(e, a, tensor, fp8::cuda_satfinite());
+  };
   f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(perblock_e4m3_grid(), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
@@ -366,8 +438,17 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     return std::vector<Tensor>{u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
                                f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
   };
+  // the variant checked is a division by the absmax, with the back end's own search (the pure-PyTorch
+  // back end mixes both arithmetics by block: no variant there)
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
-    return codebook_explainer(e, a, tensor, times_reciprocal);
+    const nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
+    const std::vector<float> q = e.find("qmap") ? e.find("qmap")->f32() : std::vector<float>{};
+    Arithmetic arith{times_reciprocal, divide, "division", {}};
+    if (q.size() == 256 && backend_from(p) == blockwise::BnbBackend::CpuLut)
+      arith.search = [lut = std::make_shared<const codebook::BnbCpuLut>(q)](float y) { return (*lut)(y); };
+    else if (q.size() == 256 && backend_from(p) == blockwise::BnbBackend::CudaIeee)
+      arith.search = [q](float y) { return codebook::bnb_cuda_search(y, q); };
+    return codebook_explainer(e, a, tensor, std::move(arith));
   };
   f.auxiliary_inputs = [default_map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", bnb_table({{"map", default_map}, {"linspace", "fma"}}))};

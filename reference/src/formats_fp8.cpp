@@ -37,7 +37,10 @@ std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overf
   return {Tensor::from_bytes("codes", Format::code_dtype, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
 }
 
-// codes and dequant: element i is the cast of input i.
+// codes and dequant: element i is the cast of input i. A zero where the expected code is a subnormal
+// (the dequant tensor's view of a flushed code; the codes tensor's own is classed by the comparison)
+// or where the input is a subnormal of its dtype is a flush; neighbouring codes are a tie or near the
+// boundary; the input is recorded (a cast has no scale: the value it rounds is the input itself).
 template <class Format>
 ElementExplainer cast_explainer(const Case& expected, const Case& actual, const std::string& tensor) {
   const Tensor* want = expected.find("codes");
@@ -46,12 +49,24 @@ ElementExplainer cast_explainer(const Case& expected, const Case& actual, const 
   if ((tensor != "codes" && tensor != "dequant") || !want || !got || !input || got->bytes.size() != want->bytes.size())
     return {};
   return [want, got, input](std::size_t i) -> Explanation {
-    if (i >= want->bytes.size() || i >= input->element_count()) return {};
+    Explanation why;
+    if (i >= want->bytes.size() || i >= input->element_count()) return why;
+    const float x = input->value_as_float(i);
+    why.input = x;
     const std::uint8_t e = want->bytes[i], a = got->bytes[i];
-    if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return {};
-    if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return {};
+    if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return why;
+    const bool actual_zero = is_zero_bits(Format::code_dtype, a);
+    if (actual_zero && (is_subnormal_bits(Format::code_dtype, e) ||
+                        (!is_zero_bits(Format::code_dtype, e) && is_subnormal_bits(input->dtype, input->bits_at(i))))) {
+      why.cls = MismatchClass::FlushedSubnormal;
+      return why;
+    }
+    if (std::abs(fp8::code_ordinal(e) - fp8::code_ordinal(a)) != 1) return why;
     const double ve = fp8::decode<Format>(e), va = fp8::decode<Format>(a);
-    return explain_neighbours(input->value_as_float(i), std::min(ve, va), std::max(ve, va));
+    Explanation n = explain_neighbours(x, std::min(ve, va), std::max(ve, va));
+    n.input = x;
+    n.scaled.reset();
+    return n;
   };
 }
 

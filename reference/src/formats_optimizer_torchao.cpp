@@ -4,6 +4,7 @@
 // state's lr tensor starts with (golden generate); the step reads the tensor. Params `amsgrad` and
 // `bf16_stochastic_round` add the max_exp_avg_sq moment and the sr_random draws (int32, one per
 // element). The parameter, grad and dense states are F32 or BF16, as torch held them.
+#include <cmath>
 #include <stdexcept>
 
 #include "formats_optimizer_io.hpp"
@@ -110,7 +111,24 @@ float written(float p32, optimizer::ParamDtype dtype, const std::vector<std::int
   return dtype == optimizer::ParamDtype::BFloat16 ? widen_bf16(bf16_round_nearest_even(p32)) : p32;
 }
 
-// A differing new parameter is a library rounding when both the expected and the actual bits are
+// The arithmetic variant a kernel may use instead of torch.lerp's single rounding: the lerp written out
+// as a multiply and an add (two roundings, as torch.compile's CPU code has it;
+// docs/formats/torchao-adam.md), the rest of the element as torchao_adam_element has it with
+// correctly rounded roots. Not a reference: the explainer's model of that kernel.
+float unfused_lerp_param(float p, float g, float m_old, float v_old, const optimizer::TorchaoAdamScalars& s,
+                         const float* max_old) {
+  if (s.adamw) p = p - (s.lr * s.wd) * p;
+  else g = g + s.wd * p;
+  const float m = m_old + s.w1 * (g - m_old);
+  const float v = v_old + s.w2 * (g * g - v_old);
+  const float v_max = max_old ? (std::isnan(*max_old) || std::isnan(v) ? NAN : std::max(*max_old, v)) : v;
+  const float denom = std::sqrt(v_max) / s.sqrt_bc2 + s.eps;
+  return p - (s.lr * (m / s.bc1)) / denom;
+}
+
+// A differing new parameter is first checked against the unfused lerp: where it reproduces the actual
+// bits and the reference's own arithmetic does not give them, the class is arithmetic-variant
+// ("unfused-fma"), never library-rounding. Otherwise it is a library rounding when both the expected and the actual bits are
 // values the reference computes with torch's CPU sqrt (MKL, not correctly rounded) taken as the
 // correctly rounded root or one ulp off it, for sqrt(v) or sqrt(bc2) or both.
 // The states, scalars and params are read once per comparison; each element then costs 9 steps.
@@ -142,6 +160,22 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
     if (i >= got->element_count() || i >= r->m_old.size() || i >= r->v_old.size()) return {};
     float max_old = amsgrad && i < r->max_old.size() ? r->max_old[i] : 0.0f;
     const float pv = param->value_as_float(i), gv = grad->value_as_float(i);
+    auto written_bits = [&](float p32) -> std::uint64_t {
+      const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->draws, i));
+      return want->dtype == DType::BF16 ? bits >> 16 : bits;
+    };
+    {
+      const auto& exact = r->scalars[1];  // sqrt(bc2) correctly rounded
+      float max_copy = max_old;
+      const float* max_in = amsgrad ? &max_copy : nullptr;
+      const std::uint64_t variant = written_bits(unfused_lerp_param(pv, gv, r->m_old[i], r->v_old[i], exact, max_in));
+      max_copy = max_old;
+      const std::uint64_t own =
+          written_bits(optimizer::torchao_adam_element(pv, gv, r->m_old[i], r->v_old[i], exact, 0, max_in).param);
+      if (variant == got->bits_at(i) && variant != own) {
+        return classed(MismatchClass::ArithmeticVariant, "unfused-fma");
+      }
+    }
     std::vector<std::uint64_t> candidates;
     for (const auto& s : r->scalars)
       for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v) {
@@ -151,7 +185,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
         const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->draws, i));
         candidates.push_back(want->dtype == DType::BF16 ? bits >> 16 : bits);
       }
-    if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return {MismatchClass::LibraryRounding, 0};
+    if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return classed(MismatchClass::LibraryRounding);
     return {};
   };
 }

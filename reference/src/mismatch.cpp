@@ -11,6 +11,9 @@ std::string_view mismatch_class_name(MismatchClass c) {
     case MismatchClass::NearBoundary: return "near-boundary";
     case MismatchClass::ScalePropagated: return "scale-propagated";
     case MismatchClass::LibraryRounding: return "library-rounding";
+    case MismatchClass::ArithmeticVariant: return "arithmetic-variant";
+    case MismatchClass::FlushedSubnormal: return "flushed-subnormal";
+    case MismatchClass::NanEncoding: return "nan-encoding";
     case MismatchClass::Genuine: return "genuine";
   }
   return "?";
@@ -18,11 +21,40 @@ std::string_view mismatch_class_name(MismatchClass c) {
 
 Explanation explain_neighbours(double y, double lo, double hi) {
   const double boundary = (lo + hi) / 2;  // exact: neighbouring code values are within a binade or two
-  if (y == boundary) return {MismatchClass::Tie, 0};
+  Explanation why;
+  why.scaled = y;
+  why.boundary = boundary;
+  if (y == boundary) {
+    why.cls = MismatchClass::Tie;
+    return why;
+  }
   int e = 0;
   std::frexp(std::fabs(boundary), &e);
   const double ulp = std::ldexp(1.0, std::max(e - 24, -149));
-  return {MismatchClass::NearBoundary, std::fabs(y - boundary) / ulp};
+  why.cls = MismatchClass::NearBoundary;
+  why.boundary_ulps = std::fabs(y - boundary) / ulp;
+  return why;
+}
+
+bool is_subnormal_bits(DType d, std::uint64_t b) {
+  switch (d) {
+    case DType::F32: return (b & 0x7F800000u) == 0 && (b & 0x007FFFFFu) != 0;
+    case DType::F16: return (b & 0x7C00u) == 0 && (b & 0x03FFu) != 0;
+    case DType::BF16: return (b & 0x7F80u) == 0 && (b & 0x007Fu) != 0;
+    case DType::F8_E4M3: return (b & 0x78u) == 0 && (b & 0x07u) != 0;
+    case DType::F8_E5M2: return (b & 0x7Cu) == 0 && (b & 0x03u) != 0;
+    default: return false;
+  }
+}
+bool is_zero_bits(DType d, std::uint64_t b) {
+  switch (d) {
+    case DType::F32: return (b & 0x7FFFFFFFu) == 0;
+    case DType::F16:
+    case DType::BF16: return (b & 0x7FFFu) == 0;
+    case DType::F8_E4M3:
+    case DType::F8_E5M2: return (b & 0x7Fu) == 0;
+    default: return false;
+  }
 }
 
 }  // namespace lowbit

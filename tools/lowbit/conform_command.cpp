@@ -18,12 +18,14 @@ namespace {
 struct ConformOptions {
   std::string golden = shipped_golden_dir().string();  // the golden cases shipped with lowbit
   std::string format_glob = "*";
+  bool strict = false;
   ReportOutput output;
 };
 
 struct FormatTally {
-  std::uint64_t cases = 0, conformant = 0, elements = 0, mismatches = 0, allowed = 0;
-  std::string policy;
+  std::uint64_t cases = 0, conformant = 0;
+  ComparisonTotals totals;
+  TolerancePolicy policy;
 };
 
 int run_conform(ConformOptions o) {
@@ -39,45 +41,56 @@ int run_conform(ConformOptions o) {
   std::string details;
   std::map<std::string, FormatTally> by_format;
   bool all_conformant = true;
+  ComparisonTotals overall;
   for (const ManifestEntry* e : selected) {
     const Case expected = read_verified_case(o.golden, *e);
     const FormatSpec* spec = find_format(expected.format());
     if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
     validate_case(*spec, expected, CaseScope::Complete);  // a golden case holds every input and output
     const Case actual = run_reference(*spec, expected);
-    const ComparisonReport r =
-        compare_cases(expected, actual, load_tolerance_policy(spec->default_tolerance, shipped_policy_dir()));
+    TolerancePolicy policy = load_tolerance_policy(spec->default_tolerance, shipped_policy_dir());
+    policy.strict = o.strict;
+    const ComparisonReport r = compare_cases(expected, actual, policy);
     FormatTally& t = by_format[spec->name];
     ++t.cases;
     t.conformant += r.conformant;
-    t.policy = r.policy.name;
-    for (const TensorComparison& tc : r.tensors) {
-      t.elements += tc.elements;
-      t.mismatches += tc.mismatches;
-      t.allowed += tc.allowed;
-    }
+    t.policy = r.policy;
+    t.totals.add(r);
+    overall.add(r);
     all_conformant = all_conformant && r.conformant;
     cases.push_back(report_json(r));
     if (!r.conformant) details += "\n" + report_markdown(r);
   }
 
-  std::string md = fmt::format("# Conformance of the reference to the golden cases: {}\n\n"
+  std::string md = fmt::format("# Conformance of the reference to the golden cases: {}{}\n\n"
                                "Golden folder {}, format filter {}; each format under its default tolerance policy "
-                               "(docs/tolerance-policy.md).\n\n"
-                               "| format | policy | cases | conformant | elements compared | mismatches | of which allowed |\n"
-                               "|---|---|---:|---:|---:|---:|---:|\n",
-                               all_conformant ? "conformant" : "NOT conformant", markdown_code(o.golden),
-                               markdown_code(o.format_glob));
+                               "(docs/tolerance-policy.md){}.\n\n"
+                               "| format | policy | cases | conformant | elements compared | mismatches | of which allowed "
+                               "| library-rounding |\n"
+                               "|---|---|---:|---:|---:|---:|---:|---:|\n",
+                               all_conformant ? "conformant" : "NOT conformant", o.strict ? " (strict)" : "",
+                               markdown_code(o.golden), markdown_code(o.format_glob),
+                               o.strict ? "; --strict: every mismatch fails" : "");
   nlohmann::json summary = nlohmann::json::object();
   for (const auto& [name, t] : by_format) {
-    fmt::print("{}: {} cases, {} conformant, {} elements compared, {} mismatches ({} allowed by {})\n", name, t.cases,
-               t.conformant, t.elements, t.mismatches, t.allowed, t.policy);
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", name, t.policy, t.cases, t.conformant, t.elements,
-                      t.mismatches, t.allowed);
-    summary[name] = {{"policy", t.policy},         {"cases", t.cases},           {"conformant", t.conformant},
-                     {"elements", t.elements},     {"mismatches", t.mismatches}, {"allowed", t.allowed}};
+    const ComparisonTotals& n = t.totals;
+    const std::uint64_t library = n.count(MismatchClass::LibraryRounding);
+    fmt::print("{}: {} cases, {} conformant, {} elements compared, {} mismatches ({} allowed by {}{}){}\n", name, t.cases,
+               t.conformant, n.elements, n.mismatches, n.allowed, t.policy.name, o.strict ? ", strict" : "",
+               library ? "; " + library_rounding_text(n, t.policy) : "");
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", name, t.policy.name, t.cases, t.conformant, n.elements,
+                      n.mismatches, n.allowed, library);
+    summary[name] = {{"policy", t.policy.name},   {"cases", t.cases},           {"conformant", t.conformant},
+                     {"elements", n.elements},     {"mismatches", n.mismatches}, {"allowed", n.allowed},
+                     {"library_rounding", library_rounding_json(n, t.policy)}};
   }
+  // overall: under the policies of the formats (each allows library-rounding or not; reported per format)
+  const std::uint64_t library = overall.count(MismatchClass::LibraryRounding);
+  fmt::print("conform: {} of {} mismatches are library-rounding{}: {}\n", library, overall.mismatches,
+             o.strict ? " (strict: none allowed)" : "", all_conformant ? "conformant" : "NOT conformant");
+  md += fmt::format("\n{} of {} mismatches are library-rounding.\n", library, overall.mismatches);
   nlohmann::json j = {{"golden", o.golden}, {"format_glob", o.format_glob}, {"conformant", all_conformant},
+                      {"strict", o.strict}, {"library_rounding", {{"count", library}, {"mismatches", overall.mismatches}}},
                       {"by_format", summary}, {"cases", cases}};
   o.output.write(j.dump(2) + "\n", md + details);
   return all_conformant ? kConformant : kNotConformant;
@@ -94,6 +107,7 @@ Subcommand add_conform_command(CLI::App& parent) {
   auto o = std::make_shared<ConformOptions>();
   cmd->add_option("--golden", o->golden, "Folder holding MANIFEST.json and the case files")->capture_default_str();
   cmd->add_option("--format", o->format_glob, "Only formats matching this glob, e.g. 'torchao.*'")->capture_default_str();
+  cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those a format's policy allows (recorded in the report)");
   o->output.add_options(*cmd);
   return {cmd, [o] { return run_conform(*o); }};
 }

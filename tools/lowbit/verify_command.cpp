@@ -30,6 +30,7 @@ struct VerifyOptions {
   double timeout = 60;
   std::string golden = shipped_golden_dir().string();
   bool no_golden = false;
+  bool strict = false;
   std::string save_cases;
   ReportOutput output;
 };
@@ -127,16 +128,17 @@ std::string device_text(const CudaDevice& d) {
 
 std::string case_line(const VerifiedCase& v) {
   if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
-  std::uint64_t elements = 0, mismatches = 0, allowed = 0;
+  ComparisonTotals n;
+  n.add(v.report);
   std::string faults;
-  for (const TensorComparison& t : v.report.tensors) {
-    elements += t.elements;
-    mismatches += t.mismatches;
-    allowed += t.allowed;
+  for (const TensorComparison& t : v.report.tensors)
     if (!t.fault.empty()) faults += "; " + t.name + ": " + t.fault;
-  }
-  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}{}", v.conformant() ? "ok      " : "MISMATCH",
-                     printable(v.label), elements, mismatches, allowed, printable(faults),
+  // NaN encodings apart from the numeric mismatches; library rounding named wherever it occurs
+  const std::uint64_t nan = n.count(MismatchClass::NanEncoding), library = n.count(MismatchClass::LibraryRounding);
+  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}{}{}{}", v.conformant() ? "ok      " : "MISMATCH",
+                     printable(v.label), n.elements, n.mismatches - nan, n.allowed,
+                     nan ? fmt::format(", {} NaN encodings", nan) : "",
+                     library ? fmt::format(", {} library-rounding", library) : "", printable(faults),
                      v.kernel_ms ? fmt::format(", kernel {:.3f} ms", *v.kernel_ms) : "");
 }
 
@@ -160,6 +162,7 @@ int run_verify(VerifyOptions o) {
   } catch (const std::exception& e) {
     throw UsageError(std::string("--policy: ") + e.what());
   }
+  policy.strict = o.strict;
   // The shipped golden folder may lack cases of a format; a folder the user names must be one.
   const bool golden_given = o.golden != shipped_golden_dir().string();
   if (golden_given && !o.no_golden && !std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json"))
@@ -226,8 +229,10 @@ int run_verify(VerifyOptions o) {
   std::size_t conformant = 0;
   nlohmann::json cases = nlohmann::json::array();
   std::string details;
+  ComparisonTotals totals;
   for (const VerifiedCase& v : results) {
     conformant += v.conformant();
+    if (v.failure.empty()) totals.add(v.report);
     nlohmann::json j = {{"label", v.label}, {"conformant", v.conformant()}};
     if (!v.failure.empty()) j["failure"] = v.failure;
     else j["comparison"] = report_json(v.report);
@@ -238,10 +243,18 @@ int run_verify(VerifyOptions o) {
                  (v.failure.empty() ? report_markdown(v.report) : "The kernel " + markdown_text(v.failure) + ".\n");
   }
   const bool all = conformant == results.size();
-  fmt::print("verify: kernel {} ({}), format {}, policy {}: {} of {} cases conformant: {}\n", printable(k.kernel),
-             printable(library), format.name, policy.name, conformant, results.size(), all ? "conformant" : "NOT conformant");
-  nlohmann::json report = {{"kernel", k.kernel}, {"library", library},   {"format", format.name},
-                           {"policy", policy.name}, {"conformant", all}, {"cases", cases}};
+  const std::string library_rounding = library_rounding_text(totals, policy);
+  fmt::print("verify: kernel {} ({}), format {}, policy {}{}: {} of {} cases conformant: {}; {}\n", printable(k.kernel),
+             printable(library), format.name, policy.name, policy.strict ? " (strict)" : "", conformant, results.size(),
+             all ? "conformant" : "NOT conformant", library_rounding);
+  nlohmann::json report = {{"kernel", k.kernel},
+                           {"library", library},
+                           {"format", format.name},
+                           {"policy", policy.name},
+                           {"strict", policy.strict},
+                           {"conformant", all},
+                           {"library_rounding", library_rounding_json(totals, policy)},
+                           {"cases", cases}};
   std::string device_md;
   if (device) {
     report["device"] = {{"name", device->name},
@@ -255,9 +268,12 @@ int run_verify(VerifyOptions o) {
     for (const VerifiedCase& v : results)
       device_md += "| " + markdown_code(v.label) + " | " + (v.kernel_ms ? fmt::format("{:.3f}", *v.kernel_ms) : "n/a") + " |\n";
   }
-  const std::string md = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}.\n{}{}",
+  const std::string md = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}{}; "
+                                     "{}.\n{}{}",
                                      markdown_code(k.kernel), format.name, all ? "conformant" : "NOT conformant", conformant,
-                                     results.size(), markdown_text(policy.name), device_md, details);
+                                     results.size(), markdown_text(policy.name),
+                                     policy.strict ? " (strict: every mismatch fails)" : "", library_rounding, device_md,
+                                     details);
   o.output.write(report.dump(2) + "\n", md);
   return all ? kConformant : kNotConformant;
 }
@@ -285,6 +301,7 @@ Subcommand add_verify_command(CLI::App& parent) {
   cmd->add_option("--timeout", o->timeout, "Seconds the kernel may take per case before it is killed")->capture_default_str();
   cmd->add_option("--golden", o->golden, "Golden folder whose cases of the format the kernel also runs")->capture_default_str();
   cmd->add_flag("--no-golden", o->no_golden, "Skip the golden cases");
+  cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those the policy allows (recorded in the report)");
   cmd->add_option("--save-cases", o->save_cases,
                   "Folder for the expected and actual case of every case that does not conform (to attach to a\n"
                   "pull request, or to rerun with lowbit compare)");

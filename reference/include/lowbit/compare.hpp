@@ -25,6 +25,9 @@ struct MismatchRecord {
   std::uint64_t ulp_distance = 0;               // binary32 ulps between the values; UINT64_MAX when a NaN is involved
   Explanation why;
   bool allowed = false;
+  // A per-block entry (scale, expand, centre) that differs: the mismatches of its block in the tensors
+  // it scales, scale-propagated from it (it is their root cause, reported once here)
+  std::uint64_t propagated = 0;
 };
 
 struct BlockStats {
@@ -46,6 +49,7 @@ struct TensorComparison {
   std::string layout;          // the blocks in words ("128x128 tiles"), for the Markdown report
   BlockStats worst_block;
   std::vector<MismatchRecord> first_mismatches;
+  std::uint64_t propagated = 0;  // a per-block tensor: the scale-propagated mismatches its differing entries caused
 };
 
 struct ComparisonReport {
@@ -55,6 +59,20 @@ struct ComparisonReport {
   std::vector<std::string> extra_in_actual;
   bool conformant = true;
 };
+
+// Totals over the tensors of one or more reports (verify and conform add up their cases').
+struct ComparisonTotals {
+  std::uint64_t elements = 0, mismatches = 0, allowed = 0;
+  std::array<std::uint64_t, std::size(kMismatchClasses)> by_class{};
+  void add(const ComparisonReport& r);
+  std::uint64_t count(MismatchClass c) const { return by_class[static_cast<std::size_t>(c)]; }
+};
+// The share of the mismatches that library-rounding explains, printed next to every verdict: a
+// kernel with many of them deserves a look even where the policy allows them. Text:
+// "library-rounding: 428 of 606 mismatches (70.6 %), allowed by the policy"; JSON: {"count",
+// "mismatches", "rate" (0 when there are no mismatches), "allowed"}.
+std::string library_rounding_text(const ComparisonTotals& t, const TolerancePolicy& p);
+nlohmann::json library_rounding_json(const ComparisonTotals& t, const TolerancePolicy& p);
 
 // Compares every tensor of `expected` with the same-named tensor of `actual`.
 ComparisonReport compare_cases(const Case& expected, const Case& actual, const TolerancePolicy& policy,

@@ -1,26 +1,62 @@
 #pragma once
 // The vocabulary of a mismatch between an expected and an actual element: its class (why the bits
-// differ) and, for a rounding-boundary difference, how far the quantizer's input lay from the
-// boundary. Formats' explainers produce it; comparison counts it and the tolerance policy judges it
-// (docs/tolerance-policy.md defines each class).
+// differ), for a rounding-boundary difference how far the quantizer's input lay from the boundary,
+// for an arithmetic variant which one reproduces the actual bits, and where the format has them the
+// element's input, scaled value, nearest boundary and block scale. Formats' explainers produce it;
+// comparison counts it and the tolerance policy judges it (docs/tolerance-policy.md defines each class).
+#include <cstdint>
+#include <optional>
 #include <string_view>
+
+#include "lowbit/dtype.hpp"
 
 namespace lowbit {
 
-enum class MismatchClass { Tie, NearBoundary, ScalePropagated, LibraryRounding, Genuine };
-inline constexpr MismatchClass kMismatchClasses[] = {MismatchClass::Tie, MismatchClass::NearBoundary,
-                                                     MismatchClass::ScalePropagated, MismatchClass::LibraryRounding,
-                                                     MismatchClass::Genuine};
+// Genuine stays last: reports list the classes in this order.
+enum class MismatchClass {
+  Tie,
+  NearBoundary,
+  ScalePropagated,
+  LibraryRounding,
+  ArithmeticVariant,  // another arithmetic (reciprocal, unfused multiply-add) reproduces the actual bits
+  FlushedSubnormal,   // zero where a subnormal was expected, or a subnormal input taken as zero
+  NanEncoding,        // NaN against NaN with other bits (sign or payload)
+  Genuine
+};
+inline constexpr MismatchClass kMismatchClasses[] = {
+    MismatchClass::Tie,          MismatchClass::NearBoundary,      MismatchClass::ScalePropagated,
+    MismatchClass::LibraryRounding, MismatchClass::ArithmeticVariant, MismatchClass::FlushedSubnormal,
+    MismatchClass::NanEncoding,  MismatchClass::Genuine};
 std::string_view mismatch_class_name(MismatchClass c);
 
 struct Explanation {
   MismatchClass cls = MismatchClass::Genuine;
-  double boundary_ulps = 0;  // NearBoundary: distance of the quantizer's input from the boundary, binary32 ulps
+  // NearBoundary (and a Genuine that lies farther from its boundary than the policy's budget):
+  // distance of the quantizer's input from the boundary, binary32 ulps
+  double boundary_ulps = 0;
+  std::string_view variant;  // ArithmeticVariant: "reciprocal", "division", "unfused-fma" (static strings)
+  // What the quantizer saw, where the format has it: the element's input, the value it scaled it to
+  // (the reference's arithmetic), the decision boundary nearest to that value between the expected and
+  // the actual code, and the block's scale.
+  std::optional<double> input, scaled, boundary, scale;
 };
+
+// An explanation of class c alone (an arithmetic variant with its name).
+inline Explanation classed(MismatchClass c, std::string_view variant = {}) {
+  Explanation e;
+  e.cls = c;
+  e.variant = variant;
+  return e;
+}
 
 // A mismatch between neighbouring codes whose values are lo < hi: a tie when the quantizer's
 // normalized input y lies exactly on their midpoint, else near-boundary with y's distance from it in
-// binary32 ulps (at the midpoint's binade).
+// binary32 ulps (at the midpoint's binade). The boundary is recorded.
 Explanation explain_neighbours(double y, double lo, double hi);
+
+// Whether an element's bits (in the low bits of b) are a subnormal of its float or FP8 dtype, or a
+// zero of either sign; integer and index dtypes have neither.
+bool is_subnormal_bits(DType d, std::uint64_t b);
+bool is_zero_bits(DType d, std::uint64_t b);
 
 }  // namespace lowbit

@@ -16,7 +16,11 @@ struct TolerancePolicy {
   // a value that the reference reproduces exactly once one documented library operation that is
   // not correctly rounded (e.g. torch's CPU sqrt) is taken one ulp off (docs/tolerance-policy.md)
   bool allow_library_rounding = false;
+  // Not read from a policy file: --strict (verify, compare, conform) sets it for one run, and then
+  // every mismatch fails, whatever the flags above allow; the report records it.
+  bool strict = false;
 };
+// arithmetic-variant, flushed-subnormal, nan-encoding and genuine are never allowed by any policy.
 
 // "bit-exact"; a path to a JSON file when the argument looks like one (contains '/' or ends in
 // ".json"); else the name of a shipped policy, <policy_dir>/<name>.json, and nothing else (a file of
