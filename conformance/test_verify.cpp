@@ -186,6 +186,15 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
                             "mutant_fp8_saturate", "mutant_fp8_overflow_nan", "mutant_bf16_scale", "mutant_coat_k_not_floored",
                             "mutant_coat_centre_one_sqrt"})
     CHECK_MESSAGE(!variant.contains(other), other);
+  using Set = std::set<std::string>;
+  CHECK(classes_of["mutant_reciprocal"] == Set{"arithmetic-variant"});
+  CHECK(classes_of["mutant_flush_subnormal"] == Set{"flushed-subnormal"});
+  CHECK(classes_of["mutant_fp8_ties_away"] == Set{"tie"});
+  CHECK(classes_of["mutant_fp8_nan_sign"] == Set{"nan-encoding"});
+  CHECK(classes_of["mutant_fp8_nan_payload"] == Set{"nan-encoding"});
+  // ties down: on torchao's own boundary test or the exact midpoint; where x * (1/s) falls below the
+  // midpoint x / s lies on, the reciprocal reproduces the lower code as well and is named first
+  CHECK(classes_of["mutant_codebook_ties_down"] == Set{"tie", "arithmetic-variant"});
   // near-boundary only within the policy's budget: every mutant's format has a budget of 0 ulps
   CHECK(shown_by("near-boundary").empty());
 }

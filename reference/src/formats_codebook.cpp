@@ -66,8 +66,12 @@ struct Arithmetic {
   Normalize other;
   std::string_view other_name;  // the arithmetic-variant's name
   std::function<int(float y)> search;
+  // Where the search decides in float arithmetic whether y lies on the boundary between neighbouring
+  // entries lo < hi (torchao: (y - lo) >= (hi - lo) * 0.5f), that test: its tie is the format's own,
+  // which may miss the exact midpoint by a rounding. Empty: the exact midpoint.
+  std::function<bool(float y, float lo, float hi)> on_boundary;
 };
-Arithmetic division(std::function<int(float)> search) { return {divide, times_reciprocal, "reciprocal", std::move(search)}; }
+Arithmetic division(std::function<int(float)> search) { return {divide, times_reciprocal, "reciprocal", std::move(search), {}}; }
 
 // What a block-wise quantizer's explainers read once per comparison: the codes of both cases, the
 // input, the scales and the block of each code. Only `codes` and `dequant` (element i is code i)
@@ -143,7 +147,10 @@ ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::str
     } else if (c.input_flushed(i, arith, x, s, ce, ca)) {
       why.cls = MismatchClass::FlushedSubnormal;
     } else if (std::abs(ce - ca) == 1) {
-      return with_context(explain_neighbours(*why.scaled, q[std::min(ce, ca)], q[std::max(ce, ca)]), why);
+      const float lo = q[std::min(ce, ca)], hi = q[std::max(ce, ca)], y = arith.normalize(x, s);
+      Explanation n = explain_neighbours(y, lo, hi);
+      if (arith.on_boundary && arith.on_boundary(y, lo, hi)) n.cls = MismatchClass::Tie;
+      return with_context(n, why);
     }
     return why;
   };
@@ -285,7 +292,10 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     const std::vector<float> q = e.find("qmap") ? e.find("qmap")->f32() : std::vector<float>{};
     if (q.size() != 16 && q.size() != 256) return ElementExplainer{};
-    return codebook_explainer(e, a, tensor, division([q](float y) { return codebook::torchao_search(y, q); }));
+    Arithmetic arith = division([q](float y) { return codebook::torchao_search(y, q); });
+    // codebook::torchao_search's own comparison (torchao quantize_8bit_with_qmap): r >= half decides
+    arith.on_boundary = [](float y, float lo, float hi) { return y - lo == (hi - lo) * 0.5f; };
+    return codebook_explainer(e, a, tensor, std::move(arith));
   };
   f.auxiliary_inputs = [map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
@@ -443,7 +453,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     const nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
     const std::vector<float> q = e.find("qmap") ? e.find("qmap")->f32() : std::vector<float>{};
-    Arithmetic arith{times_reciprocal, divide, "division", {}};
+    Arithmetic arith{times_reciprocal, divide, "division", {}, {}};
     if (q.size() == 256 && backend_from(p) == blockwise::BnbBackend::CpuLut)
       arith.search = [lut = std::make_shared<const codebook::BnbCpuLut>(q)](float y) { return (*lut)(y); };
     else if (q.size() == 256 && backend_from(p) == blockwise::BnbBackend::CudaIeee)
