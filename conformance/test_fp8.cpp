@@ -113,6 +113,34 @@ TEST_CASE("decoded landmarks: largest finite, smallest normal and subnormal") {
   CHECK(is_inf(decode<E5M2>(0xFC)));
 }
 
+TEST_CASE("NaN codes widen by each implementation's rule (nan_widening; issue 11 item 4)") {
+  // Expected bits worked by hand from c10's fp8e4m3fn_to_fp32_value (E4M3FN: the magnitude's
+  // mantissa moved up, exponent forced to all ones) and fp8e5m2_to_fp32_value (E5M2 << 8 is an f16;
+  // fp16_ieee_to_fp32_value moves its mantissa up and its multiply by 2^-112 quiets a signalling
+  // NaN), and from ml_dtypes' ConvertImpl (a NaN becomes the quiet NaN with its sign). The torch
+  // and ml_dtypes golden cases pin the codes their casts produce (test_golden).
+  auto bits = [](float f) { return bits_of(f); };
+  CHECK(bits(decode<E4M3FN>(0x7F, NanWidening::Payload)) == 0x7FF00000u);
+  CHECK(bits(decode<E4M3FN>(0xFF, NanWidening::Payload)) == 0xFFF00000u);
+  CHECK(bits(decode<E5M2>(0x7D, NanWidening::Payload)) == 0x7FE00000u);
+  CHECK(bits(decode<E5M2>(0x7E, NanWidening::Payload)) == 0x7FC00000u);
+  CHECK(bits(decode<E5M2>(0x7F, NanWidening::Payload)) == 0x7FE00000u);
+  CHECK(bits(decode<E5M2>(0xFD, NanWidening::Payload)) == 0xFFE00000u);
+  for (std::uint8_t c : {std::uint8_t{0x7F}, std::uint8_t{0xFF}}) {
+    CHECK(bits(decode<E4M3FN>(c, NanWidening::Quiet)) == (0x7FC00000u | (std::uint32_t{c & 0x80u} << 24)));
+    CHECK(bits(decode<E5M2>(c, NanWidening::Quiet)) == (0x7FC00000u | (std::uint32_t{c & 0x80u} << 24)));
+  }
+  // every other code decodes the same under both rules
+  for (unsigned c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    if (!E4M3FN::is_nan(code)) CHECK(bits(decode<E4M3FN>(code, NanWidening::Payload)) == bits(decode<E4M3FN>(code)));
+    if (!E5M2::is_nan(code)) CHECK(bits(decode<E5M2>(code, NanWidening::Payload)) == bits(decode<E5M2>(code)));
+  }
+  CHECK(parse_nan_widening("c10") == NanWidening::Payload);
+  CHECK(parse_nan_widening("quiet") == NanWidening::Quiet);
+  CHECK_FALSE(parse_nan_widening("cuda").has_value());
+}
+
 TEST_CASE("E4M3FN encode at the boundaries: torch <= 2.12 (NaN on overflow), torch >= 2.13, CUDA SATFINITE and NOSAT") {
   // Expected codes: docs/formats/fp8.md#boundary-inputs (c10 and cuda_fp8.hpp at the versions that
   // page names); the torch >= 2.13 column read off torch/headeronly/util/Float8_e4m3fn.h in the

@@ -5,9 +5,11 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "golden_fixture.hpp"
 #include "lowbit/compare.hpp"
+#include "lowbit/fp8.hpp"
 
 using namespace lowbit;
 using lowbit::test::golden_case;
@@ -65,4 +67,140 @@ TEST_CASE("library rounding needs both sides reproduced: a parameter no one-ulp 
   CHECK_FALSE(r.conformant);
   for (const TensorComparison& t : r.tensors)
     if (t.name == "param.next") CHECK(t.by_class[static_cast<std::size_t>(MismatchClass::Genuine)] >= 1);
+}
+
+// ---- Issue 11: NaN, Inf and CPU-capability rules of the libraries ----------------------------
+// Each test reads a golden case exported from the library itself: the library's own bits are the
+// expected values. It checks the bits that carry the rule, that the reference reproduces the whole
+// case, and, where the rule is a parameter, that the other value of the parameter does not.
+
+namespace {
+
+std::uint32_t f32_bits_at(const Case& c, const std::string& tensor, std::size_t i) {
+  return static_cast<std::uint32_t>(c.require(tensor).bits_at(i));
+}
+
+// The golden case against the reference run with `changes` merged into the case's params.
+ComparisonReport compare_with_params(const Case& golden, const nlohmann::json& changes = nlohmann::json::object()) {
+  Case in = golden;
+  nlohmann::json p = golden.params();
+  p.update(changes);
+  in.metadata["params"] = p.dump();
+  const FormatSpec& spec = *find_format(golden.format());
+  return compare_cases(golden, run_reference(spec, in), load_tolerance_policy(spec.default_tolerance, LOWBIT_POLICY_DIR));
+}
+
+// Indices of the input elements that are NaN.
+std::vector<std::size_t> nan_inputs(const Case& c, const std::string& tensor = "input") {
+  std::vector<std::size_t> out;
+  const Tensor& t = c.require(tensor);
+  for (std::size_t i = 0; i < t.element_count(); ++i)
+    if (std::isnan(t.value_as_float(i))) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("issue 11 item 4: FP8 NaN codes widen as each library widens them (nan_widening)") {
+  struct Expect {
+    const char* path;
+    const char* other;  // the other nan_widening, which must not reproduce the library (null: both agree)
+    std::uint32_t (*widen)(std::uint8_t);
+  };
+  const Expect cases[] = {
+      // torch's c10 decoding keeps the code's mantissa at the top of the float's: E4M3FN 0x7F -> 0x7FF00000
+      {"torch/fp8.e4m3fn.satfinite/edges.safetensors", "quiet",
+       [](std::uint8_t c) { return 0x7FF00000u | (std::uint32_t{c & 0x80u} << 24); }},
+      // E5M2 through f16: 0x7D and 0x7F -> 0x7FE00000 (0x7D quieted), 0x7E -> 0x7FC00000
+      {"torch/fp8.e5m2.inf/edges.safetensors", "quiet",
+       [](std::uint8_t c) { return ((c & 0x7F) == 0x7E ? 0x7FC00000u : 0x7FE00000u) | (std::uint32_t{c & 0x80u} << 24); }},
+      // ml_dtypes: the quiet NaN with the code's sign, whatever the code
+      {"ml_dtypes/fp8.e4m3fn.nan/edges.safetensors", "c10",
+       [](std::uint8_t c) { return 0x7FC00000u | (std::uint32_t{c & 0x80u} << 24); }},
+      // (its NaN inputs encode to 0x7E | sign, whose mantissa 10 both rules widen to 0x7FC00000)
+      {"ml_dtypes/fp8.e5m2.inf/edges.safetensors", nullptr,
+       [](std::uint8_t c) { return 0x7FC00000u | (std::uint32_t{c & 0x80u} << 24); }},
+  };
+  for (const Expect& e : cases) {
+    const std::string path = e.path;
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    const fp8::FormatId f = *fp8::format_of_dtype(golden.require("codes").dtype);
+    std::size_t nan_codes = 0;
+    for (std::size_t i = 0; i < golden.require("codes").bytes.size(); ++i) {
+      const std::uint8_t c = golden.require("codes").bytes[i];
+      if (!std::isnan(fp8::decode(f, c))) continue;
+      ++nan_codes;
+      CHECK(f32_bits_at(golden, "dequant", i) == e.widen(c));
+    }
+    CHECK(nan_codes >= 8);  // the NaN inputs of both signs (and E4M3FN overflows under nan)
+    CHECK(compare_with_params(golden).conformant);
+    if (!e.other) continue;
+    const ComparisonReport other = compare_with_params(golden, {{"nan_widening", e.other}});
+    CHECK_FALSE(other.conformant);
+    for (const TensorComparison& t : other.tensors) CHECK(t.mismatches == (t.name == "dequant" ? nan_codes : 0));
+  }
+}
+
+TEST_CASE("issue 11 item 2: torch's amax of a block holding a NaN is the canonical 0x7FC00000") {
+  // the torchao quantizers: a block holding 0xFFFFFFFF, 0x7FC00001 or the signalling 0x7F800001
+  for (const char* path : {"torchao/torchao.codebook8.signed/nan-payloads.block256.safetensors",
+                           "torchao/torchao.fp8/nan-payloads.block256.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    const std::vector<std::size_t> nans = nan_inputs(golden);
+    REQUIRE(nans.size() == 3);
+    std::set<std::uint32_t> payloads;
+    for (std::size_t i : nans) {
+      payloads.insert(f32_bits_at(golden, "input", i));
+      CHECK(f32_bits_at(golden, "scale", i / 256) == 0x7FC00000u);  // not the NaN's own bits
+    }
+    CHECK(payloads == std::set<std::uint32_t>{0xFFFFFFFFu, 0x7FC00001u, 0x7F800001u});
+    CHECK(std::isfinite(golden.require("scale").value_as_float(3)));  // the clean block
+    CHECK(compare_with_params(golden).conformant);
+  }
+  // torchao's Adam: a bf16 parameter meets a NaN gradient with a payload; the new first moment's
+  // block scale is the canonical NaN
+  const Case adam = golden_case("torchao/torchao.adam.codebook8/bf16-nan-grad.step1.safetensors");
+  const std::vector<std::size_t> nan_grads = nan_inputs(adam, "grad");
+  REQUIRE(nan_grads.size() == 1);
+  CHECK(adam.require("grad").bits_at(nan_grads[0]) == 0xFFC1u);
+  CHECK(f32_bits_at(adam, "exp_avg.scale.next", nan_grads[0] / 256) == 0x7FC00000u);
+  CHECK(compare_with_params(adam).conformant);
+}
+
+TEST_CASE("issue 11 items 5 and 6: COAT's fake quantizers keep a NaN's payload and drop its sign") {
+  // floatExMy_quantize_torch (item 5) and the Triton path under the interpreter: |x|'s NaN, quieted
+  for (const char* path : {"coat/coat.fake.floatexmy.torch/e4m3.nan-payloads.safetensors",
+                           "coat/coat.fake.floatexmy.torch/e5m2.nan-payloads.safetensors",
+                           "coat/coat.fake.floatexmy.triton/e4m3.nan-payloads.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    const std::vector<std::size_t> nans = nan_inputs(golden);
+    REQUIRE(nans.size() == 11);
+    for (std::size_t i : nans) {
+      const std::uint32_t x = f32_bits_at(golden, "input", i);
+      CAPTURE(x);
+      CHECK(f32_bits_at(golden, "output", i) == ((x & 0x7FFFFFFFu) | 0x00400000u));
+    }
+    CHECK(compare_with_params(golden).conformant);
+  }
+  // SymmQuantizer (item 6): the block's scale is torch's canonical NaN; the NaN element's q is its
+  // own NaN without the sign (x / scale keeps x's NaN, the Triton path drops the sign), as the
+  // Triton-path model gives for that NaN; every rq of the block is the scale's NaN
+  for (const char* path : {"coat/coat.fake.symm/e4m3.12x32.b1x16.nan-payloads.safetensors",
+                           "coat/coat.fake.symm/e5m2.12x32.b1x16.nan-payloads.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    const std::vector<std::size_t> nans = nan_inputs(golden);
+    REQUIRE(nans.size() == 11);
+    for (std::size_t i : nans) {
+      const std::uint32_t x = f32_bits_at(golden, "input", i);
+      CAPTURE(x);
+      CHECK(f32_bits_at(golden, "q", i) == ((x & 0x7FFFFFFFu) | 0x00400000u));
+      CHECK(f32_bits_at(golden, "rq", i) == 0x7FC00000u);
+      CHECK(f32_bits_at(golden, "scale", i / 16) == 0x7FC00000u);  // 1 x 16 blocks of a 32-wide row
+    }
+    CHECK(compare_with_params(golden).conformant);
+  }
 }

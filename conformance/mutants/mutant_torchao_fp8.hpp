@@ -25,8 +25,8 @@ inline void requantize(lowbit::Case& done, const nlohmann::json& params,
     scale.push_back(s);
     for (std::size_t i = start; i < start + block; ++i) codes[i] = lowbit::fp8::encode_nearest_even<E4M3FN>(x[i] / s, policy);
   }
-  const auto widening = params.value("nan_widening", std::string("c10")) == "avx512" ? lowbit::blockwise::NanWidening::Avx512
-                                                                                     : lowbit::blockwise::NanWidening::C10Scalar;
+  const auto widening =
+      lowbit::fp8::parse_nan_widening(params.value("nan_widening", std::string("c10"))).value_or(lowbit::fp8::NanWidening::Payload);
   const lowbit::Tensor& old_codes = done.require("codes");
   const lowbit::Tensor& old_scale = done.require("scale");
   const std::vector<std::int64_t> code_shape = old_codes.shape, scale_shape = old_scale.shape,

@@ -21,8 +21,21 @@ void require_whole_blocks(std::size_t n, std::size_t block_size) {
                                 " elements is not a multiple of block size " + std::to_string(block_size));
 }
 
-// torch's amax(|x|): NaN anywhere makes it NaN.
-float amax_propagating_nan(std::span<const float> block) {
+// torch's amax(|x|) (torch 2.15 CPU, capabilities AVX2 and default observed): NaN anywhere makes it
+// the canonical NaN 0x7FC00000, whatever the sign and payload of the NaN in the block.
+float torch_amax_abs(std::span<const float> block) {
+  float m = 0.0f;
+  for (float v : block) {
+    const float a = std::fabs(v);
+    if (std::isnan(a)) return lowbit::float_from_bits(0x7FC00000u);
+    m = std::max(m, a);
+  }
+  return m;
+}
+
+// |x|.max() with the first NaN's own bits (sign cleared by the abs): what bitsandbytes' default
+// back end is modelled with until its NaN is observed.
+float max_abs_keeping_nan(std::span<const float> block) {
   float m = 0.0f;
   for (float v : block) {
     const float a = std::fabs(v);
@@ -57,7 +70,7 @@ Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap
   q.codes.resize(x.size());
   for (std::size_t start = 0; start < x.size(); start += block_size) {
     const auto block = x.subspan(start, block_size);
-    const float scale = clip_below(amax_propagating_nan(block), kTorchaoScaleFloor);
+    const float scale = clip_below(torch_amax_abs(block), kTorchaoScaleFloor);
     q.scale.push_back(scale);
     for (std::size_t i = 0; i < block_size; ++i) q.codes[start + i] = codebook::torchao_search(block[i] / scale, qmap);
   }
@@ -76,7 +89,7 @@ Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size,
   q.codes.resize(x.size());
   for (std::size_t start = 0; start < x.size(); start += block_size) {
     const auto block = x.subspan(start, block_size);
-    const float scale = clip_below(amax_propagating_nan(block), kTorchaoScaleFloor) / kE4M3Max;
+    const float scale = clip_below(torch_amax_abs(block), kTorchaoScaleFloor) / kE4M3Max;
     q.scale.push_back(scale);
     for (std::size_t i = 0; i < block_size; ++i)
       q.codes[start + i] = fp8::encode_nearest_even<fp8::E4M3FN>(block[i] / scale, policy);
@@ -87,12 +100,10 @@ Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size,
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
                                           std::size_t block_size, NanWidening widening) {
   require_whole_blocks(codes.size(), block_size);
-  const std::uint32_t nan_bits = widening == NanWidening::C10Scalar ? 0x7FF00000u : 0x7FC00000u;
   std::vector<float> out(codes.size());
   for (std::size_t i = 0; i < codes.size(); ++i) {
     const float s = scale[i / block_size];
-    float v = fp8::decode<fp8::E4M3FN>(codes[i]);
-    if (std::isnan(v)) v = lowbit::float_from_bits(nan_bits | (std::uint32_t{codes[i] & 0x80u} << 24));
+    const float v = fp8::decode<fp8::E4M3FN>(codes[i], widening);
     // Spelled out rather than left to the multiply, whose choice between two NaN operands is the
     // instruction's: in torch's result the NaN of the scale wins.
     out[i] = std::isnan(s) ? s : v * s;
@@ -170,7 +181,7 @@ Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, st
         break;
       }
       case BnbBackend::Default: {
-        const float absmax = amax_propagating_nan(block);
+        const float absmax = max_abs_keeping_nan(block);
         const float floored = clip_below(absmax, 1e-38f);
         // full blocks store the raw absmax and multiply by its reciprocal; the tail stores the
         // floored absmax and divides by it

@@ -37,6 +37,16 @@ float clamped_exponent(float a, Bits b) {
 
 float quiet(float x) { return float_from_bits(bits_of(x) | 0x00400000u); }
 
+// The NaN of a float32 operation on x86 (SSE/AVX, as numpy and torch run it on the CPU): one NaN
+// operand comes back quieted with its sign and payload; of two, the first; an invalid operation on
+// numbers (0 * Inf, Inf / Inf, Inf - Inf) gives the default NaN 0xFFC00000.
+float x86_result(float result, float first, float second) {
+  if (!std::isnan(result)) return result;
+  if (std::isnan(first)) return quiet(first);
+  if (std::isnan(second)) return quiet(second);
+  return float_from_bits(kX86DefaultNaN);
+}
+
 // mant / mant_int / mant_frac / round / mant_q of both kernels, for finite a >= 0; `round` is the
 // rounding of the scaled fraction. Returns (mant_q, 2^expo).
 template <class Round>
@@ -70,7 +80,9 @@ float floatexmy_triton(float x, fp8::FormatId f, Model m) {
 // Reference: COAT 80ec99f coat/activation/fake_quantization/FloatPointQuantizeTorch.py floatExMy_quantize_torch (lines 22-45)
 float floatexmy_torch(float x, fp8::FormatId f) {
   const Bits b = bits_for(f);
-  if (std::isnan(x)) return float_from_bits(0x7FC00000u);  // sign(NaN) = 0, expo NaN: torch CPU gives +qNaN
+  // x.abs() keeps the payload and drops the sign, and that NaN reaches y (x.sign() of a NaN is 0, and
+  // 0 times the NaN is the NaN): 0xFFFFFFFF -> 0x7FFFFFFF, a signalling 0x7F800001 -> 0x7FC00001
+  if (std::isnan(x)) return quiet(std::fabs(x));
   if (std::isinf(x)) return float_from_bits(kX86DefaultNaN);
   const float sign = x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);  // torch.sign: -0 -> +0
   const auto [mant_q, p] = mantissa(std::fabs(x), b, [](float v) { return std::nearbyint(v); });  // torch.round: half to even
@@ -109,18 +121,23 @@ Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std
           if (std::isnan(a)) nan = true;
           else if (a > amax) amax = a;
         }
-      // torch amax propagates NaN; the NaN then reaches every Q and RQ of the block.
-      const float absmax = nan ? std::numeric_limits<float>::quiet_NaN() : amax + epsilon;
+      // torch's amax of a block holding a NaN is the canonical 0x7FC00000 (whatever the NaN's sign
+      // and payload); that NaN is the scale, and every finite element's Q and RQ.
+      const float absmax = nan ? float_from_bits(0x7FC00000u) : amax + epsilon;
       const float scale = symm_scale(absmax, f, model);
       s.scale[static_cast<std::size_t>(bi * cols + bj)] = nan && model == Model::Gpu ? float_from_bits(kGpuNaN) : scale;
       for (std::int64_t r = 0; r < rb; ++r)
         for (std::int64_t c = 0; c < cb; ++c) {
           const auto i = static_cast<std::size_t>((bi * rb + r) * n + bj * cb + c);
-          float q = x[i] / scale;
-          if (std::isnan(q)) q = float_from_bits(model == Model::Gpu ? kGpuNaN : (nan || std::isnan(x[i]) ? 0x7FC00000u : kX86DefaultNaN));
+          // x / scale on the CPU: a NaN element's own NaN (sign and payload) wins over the scale's,
+          // and the Triton path then drops its sign (floatexmy_triton), as for any NaN it is given
+          float q = x86_result(x[i] / scale, x[i], scale);
+          if (std::isnan(q) && model == Model::Gpu) q = float_from_bits(kGpuNaN);
           const float qf = floatexmy_triton(q, f, model);
-          float rq = qf * scale;
-          if (std::isnan(rq)) rq = float_from_bits(model == Model::Gpu ? kGpuNaN : (std::isnan(qf) ? bits_of(qf) : kX86DefaultNaN));
+          // q * scale: when both are NaN torch's CPU multiply returns the scale's (observed: a NaN
+          // element's rq is the block's 0x7FC00000, not its own q)
+          float rq = x86_result(qf * scale, scale, qf);
+          if (std::isnan(rq) && model == Model::Gpu) rq = float_from_bits(kGpuNaN);
           s.q[i] = qf;
           s.rq[i] = rq;
         }

@@ -319,11 +319,10 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   return f;
 }
 
-blockwise::NanWidening widening_from(const nlohmann::json& p) {
+fp8::NanWidening widening_from(const nlohmann::json& p) {
   const std::string w = p.contains("nan_widening") ? p["nan_widening"].get<std::string>() : "c10";
-  if (w == "c10") return blockwise::NanWidening::C10Scalar;
-  if (w == "avx512") return blockwise::NanWidening::Avx512;
-  throw std::runtime_error("nan_widening must be c10 or avx512 (got '" + w + "')");
+  if (const auto rule = fp8::parse_nan_widening(w)) return *rule;
+  throw std::runtime_error("nan_widening must be c10, quiet or avx512 (got '" + w + "')");
 }
 
 FormatSpec torchao_fp8_format() {

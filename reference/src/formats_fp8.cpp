@@ -17,6 +17,13 @@ fp8::NanEncoding nan_encoding_from(const std::string& name, FormatId f) {
   throw std::runtime_error("nan_encoding must be torch, cuda or ml_dtypes (got '" + name + "')");
 }
 
+// The decoding of NaN codes in `dequant` (absent in cases made before the parameter: quiet).
+fp8::NanWidening nan_widening_from(const nlohmann::json& params) {
+  const std::string name = params.contains("nan_widening") ? params.at("nan_widening").get<std::string>() : "quiet";
+  if (const auto w = fp8::parse_nan_widening(name)) return *w;
+  throw std::runtime_error("nan_widening must be quiet or c10 (got '" + name + "')");
+}
+
 std::vector<float> input_as_f32(const Tensor& t) {
   std::vector<float> out(t.element_count());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.value_as_float(i);
@@ -26,13 +33,14 @@ std::vector<float> input_as_f32(const Tensor& t) {
 template <class Format>
 std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overflow overflow) {
   const fp8::Policy policy{overflow, nan_encoding_from(params.at("nan_encoding").get<std::string>(), Format::id)};
+  const fp8::NanWidening widening = nan_widening_from(params);
   const Tensor& input = in.require("input");
   const std::vector<float> x = input_as_f32(input);
   std::vector<std::uint8_t> codes(x.size());
   std::vector<float> dequant(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     codes[i] = fp8::encode_nearest_even<Format>(x[i], policy);
-    dequant[i] = fp8::decode<Format>(codes[i]);
+    dequant[i] = fp8::decode<Format>(codes[i], widening);
   }
   return {Tensor::from_bytes("codes", Format::code_dtype, input.shape, codes), Tensor::from_f32("dequant", input.shape, dequant)};
 }
@@ -103,7 +111,8 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
                   ", round to nearest even, overflow policy " + std::string(fp8::overflow_name(overflow)) +
                   "; codes and their decoded values";
   f.provenance = std::move(provenance);
-  f.default_params = {{"nan_encoding", fp8::default_nan_encoding(overflow)}};
+  // nan_widening: how `dequant` holds a NaN code (torch's casts: c10; ml_dtypes: quiet).
+  f.default_params = {{"nan_encoding", fp8::default_nan_encoding(overflow)}, {"nan_widening", "quiet"}};
   f.inputs = {{"input", {.dtypes = {DType::F32, DType::BF16, DType::F16}}}};
   f.outputs = {{"codes", {.dtypes = {Format::code_dtype}, .shape = same_shape("input")}},
                {"dequant", {.dtypes = {DType::F32}, .shape = same_shape("input")}}};
@@ -111,9 +120,10 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
   f.explain = cast_explainer<Format>;
   f.edge_inputs = fp8_edge_inputs<Format>;
   f.dequantize_reads = {"codes"};
-  f.dequantize = [](const Case& c, const nlohmann::json&) {
+  f.dequantize = [](const Case& c, const nlohmann::json& p) {
+    const fp8::NanWidening widening = nan_widening_from(p);
     std::vector<float> out;
-    for (std::uint8_t code : c.require("codes").u8()) out.push_back(fp8::decode<Format>(code));
+    for (std::uint8_t code : c.require("codes").u8()) out.push_back(fp8::decode<Format>(code, widening));
     return out;
   };
   return f;

@@ -32,8 +32,14 @@ std::optional<FormatId> format_of_dtype(DType d) {
   return std::nullopt;
 }
 
-float decode(FormatId format, std::uint8_t code) {
-  return dispatch(format, [code](auto traits) { return decode<decltype(traits)>(code); });
+float decode(FormatId format, std::uint8_t code, NanWidening widening) {
+  return dispatch(format, [code, widening](auto traits) { return decode<decltype(traits)>(code, widening); });
+}
+
+std::optional<NanWidening> parse_nan_widening(std::string_view name) {
+  if (name == "quiet" || name == "avx512") return NanWidening::Quiet;
+  if (name == "c10") return NanWidening::Payload;
+  return std::nullopt;
 }
 
 std::optional<NanEncoding> parse_nan_encoding(std::string_view name, FormatId format) {

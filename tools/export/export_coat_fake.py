@@ -117,6 +117,27 @@ def edge_input(fp8, seed):
     return torch.from_numpy(np.concatenate([x, extra, nans, rand]).astype(np.float32))
 
 
+# NaNs of both signs, quiet and signalling, with payloads low and high (bit patterns), and +-Inf
+NAN_PAYLOADS = [0x7FC00000, 0xFFC00000, 0x7FC00001, 0xFFC00001, 0xFFFFFFFF, 0x7FFFFFFF, 0x7F800001, 0xFF800001,
+                0x7FA00000, 0xFFFF0000, 0x7FFF0000]
+
+
+def nan_input():
+    """Every NaN of NAN_PAYLOADS, then +-Inf, +-0 and a few finite values around them."""
+    return torch.from_numpy(np.concatenate([f32(NAN_PAYLOADS), np.array([np.inf, -np.inf, 0.0, -0.0, 1.5, -3.0, 1e-40],
+                                                                         dtype=np.float32)]))
+
+
+def symm_nan_input(m, n):
+    """An M x N tensor of small values holding every NaN of NAN_PAYLOADS, one per row, at column
+    3 * row (so in blocks of 1 x 16 each NaN has a block of its own), and a NaN-free last row."""
+    x = (torch.arange(m * n, dtype=torch.float32).reshape(m, n) % 13 - 6) / 8
+    nans = torch.from_numpy(f32(NAN_PAYLOADS))
+    for r in range(min(m - 1, len(NAN_PAYLOADS))):
+        x[r, (3 * r) % n] = nans[r]
+    return x
+
+
 def symm_input(m, n, rb, cb, fp8, seed, specials=True):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, n, generator=g) * torch.exp2(torch.randint(-10, 10, (m, 1), generator=g).float())
@@ -148,6 +169,31 @@ def export_all(w: golden_io.Writer, args):
         yt = qf.floatExMy_quantize_torch(x.clone(), e, m, False)
         w.add("coat", "coat.fake.floatexmy.torch", f"{fp8}.edges", {"input": x, "output": yt}, {"fp8": fp8},
               "coat.activation.fake_quantization.FloatPointQuantizeTorch.floatExMy_quantize_torch", seed, desc)
+
+        # NaN payloads and signs: what each path does with a NaN's bits
+        xn = nan_input()
+        desc = f"NaNs {', '.join(hex(b) for b in NAN_PAYLOADS)}, +-Inf, +-0, 1.5, -3, 1e-40; float32 [{xn.numel()}]"
+        w.add("coat", "coat.fake.floatexmy.triton", f"{fp8}.nan-payloads",
+              {"input": xn, "output": qf.floatExMy_quantize_triton(xn.clone(), e, m, False)},
+              {"fp8": fp8, "model": "interpreter"},
+              "coat.activation.fake_quantization.FloatPointQuantizeTriton.floatExMy_quantize_triton", 0, desc)
+        w.add("coat", "coat.fake.floatexmy.torch", f"{fp8}.nan-payloads",
+              {"input": xn, "output": qf.floatExMy_quantize_torch(xn.clone(), e, m, False)}, {"fp8": fp8},
+              "coat.activation.fake_quantization.FloatPointQuantizeTorch.floatExMy_quantize_torch", 0, desc)
+
+    # SymmQuantizer with NaN payloads: the scale's NaN (torch amax) against each element's own NaN
+    for fp8 in ("e4m3", "e5m2"):
+        mm, n, rb, cb, eps = 12, 32, 1, 16, 1e-8
+        x = symm_nan_input(mm, n)
+        blocks = qf.block_cut(x, rb, cb)
+        rq, q, s = qf.SymmQuantizer.forward(None, blocks, True, FP8[fp8][2], False, eps)
+        w.add("coat", "coat.fake.symm", f"{fp8}.{mm}x{n}.b{rb}x{cb}.nan-payloads",
+              {"input": x, "rq": qf.block_reshape(rq, x, rb, cb).contiguous(), "q": qf.block_reshape(q, x, rb, cb).contiguous(),
+               "scale": s.reshape(-1).contiguous()},
+              {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps},
+              "coat.activation.fake_quantization.quantize_function.SymmQuantizer.forward (block_cut, block_reshape)", 0,
+              f"(k mod 13 - 6) / 8 with one NaN per row ({', '.join(hex(b) for b in NAN_PAYLOADS)}); float32 [{mm}, {n}], "
+              f"blocks {rb}x{cb}, epsilon {eps}")
 
     # SymmQuantizer on block_cut blocks, then block_reshape back to M x N
     for i, (fp8, mm, n, rb, cb, eps, specials) in enumerate([

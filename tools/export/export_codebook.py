@@ -15,6 +15,7 @@ import sys
 
 import bitsandbytes
 import bitsandbytes.functional as bnbF
+import numpy as np
 import torch
 import torchao
 from torchao.optim import quant_utils
@@ -148,13 +149,23 @@ def export_torchao_codebook(w: golden_io.Writer, maps: dict):
                           f"OptimState{bits}bit.copy_", seed, kind)
 
 
+def fp8_rules(n: int = N) -> dict:
+    """The float8_e4m3fn rules of the torch that runs, as observed (not as its version predicts):
+    `overflow` from the cast of 480 (0x7E: satfinite, torch >= 2.13; 0x7F: nan), `nan_widening`
+    from Tensor.float() of n NaN codes of both signs (the size of the cases, since a vectorized path
+    may take over for long tensors): c10 0x7FF00000 | sign, quiet 0x7FC00000 | sign."""
+    cast = int(torch.tensor([480.0]).to(torch.float8_e4m3fn).view(torch.uint8))
+    assert cast in (0x7E, 0x7F), f"480 casts to {cast:#x}"
+    nan_codes = torch.tensor([0x7F, 0xFF], dtype=torch.uint8).repeat(n // 2).view(torch.float8_e4m3fn)
+    widened = {b & 0xFFFFFFFF for b in nan_codes.float().view(torch.int32).tolist()}
+    rules = {"c10": {0x7FF00000, 0xFFF00000}, "quiet": {0x7FC00000, 0xFFC00000}}
+    widening = [name for name, bits in rules.items() if widened == bits]
+    assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
+    return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
+
+
 def export_torchao_fp8(w: golden_io.Writer):
-    # torch >= 2.13 saturates finite overflow in float8_e4m3fn casts; older torch gives NaN.
-    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    # NaN codes widen to 0x7FF00000|s on torch's scalar path and to 0x7FC00000|s on its AVX-512 path.
-    widening = "avx512" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "c10"
-    params_rules = {"overflow": "satfinite" if (major, minor) >= (2, 13) else "nan", "nan_encoding": "torch",
-                    "nan_widening": widening}
+    params_rules = fp8_rules()
     for block in (32, 256, 4096):
         for seed, kind in enumerate(KINDS, start=1):
             if kind == "boundaries":
@@ -187,11 +198,44 @@ def export_bnb_blockwise(w: golden_io.Writer, maps: dict):
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (CPU native library)", seed, kind)
 
 
+def nan_payload_inputs(block: int, seed: int) -> torch.Tensor:
+    """Four blocks of randn: one NaN with another sign or payload in each of the first three (a
+    signalling NaN among them; bit patterns, which Python floats would quiet), the last one clean."""
+    x = torch.randn(4 * block, generator=torch.Generator().manual_seed(seed))
+    nans = torch.from_numpy(np.array([0xFFFFFFFF, 0x7FC00001, 0x7F800001], dtype=np.uint32).view(np.float32))
+    for k in range(3):
+        x[k * block + 5 + k] = nans[k]
+    return x
+
+
+def export_nan_payloads(w: golden_io.Writer, maps: dict):
+    """torch's amax of a block holding a NaN, whatever the NaN's sign and payload (the scales), and
+    the codes and dequantized values that follow, for a codebook and the FP8 state."""
+    block = 256
+    x = nan_payload_inputs(block, 31)
+    qmap = maps["signed8"]
+    y, scale = quant_utils.scale_tensor(x, block)
+    codes = quant_utils.quantize_8bit_with_qmap(y, qmap)
+    w.add("torchao", "torchao.codebook8.signed", f"nan-payloads.block{block}",
+          {"input": x, "qmap": qmap, "codes": codes, "scale": scale, "dequant": quant_utils.dequant_with_qmap(codes, qmap, scale)},
+          {"block_size": block},
+          "torchao.optim.quant_utils.scale_tensor + quantize_8bit_with_qmap + dequant_with_qmap", 31, "nan-payloads")
+    codes, scale = quantize_fp8(x, block)
+    state = OptimStateFp8.zeros(x.numel(), block)
+    state.copy_(x)
+    assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
+    w.add("torchao", "torchao.fp8", f"nan-payloads.block{block}",
+          {"input": x, "codes": codes, "scale": scale, "dequant": state.dequantize()},
+          {"block_size": block, **fp8_rules()},
+          "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", 31, "nan-payloads")
+
+
 def export_all(w: golden_io.Writer):
     torchao_maps, bnb_maps = export_tables(w)
     export_torchao_codebook(w, torchao_maps)
     export_torchao_fp8(w)
     export_bnb_blockwise(w, bnb_maps)
+    export_nan_payloads(w, torchao_maps)
 
 
 if __name__ == "__main__":

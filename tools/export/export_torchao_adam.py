@@ -53,10 +53,15 @@ def new_state(cls, signed: bool, block: int, p: torch.Tensor):
 
 
 def fp8_rules() -> dict:
-    major, minor = (int(p) for p in torch.__version__.split(".")[:2])
-    widening = "avx512" if torch.backends.cpu.get_cpu_capability().startswith("AVX512") else "c10"
-    return {"overflow": "satfinite" if (major, minor) >= (2, 13) else "nan", "nan_encoding": "torch",
-            "nan_widening": widening}
+    """The float8_e4m3fn rules as observed (export_codebook.fp8_rules)."""
+    cast = int(torch.tensor([480.0]).to(torch.float8_e4m3fn).view(torch.uint8))
+    assert cast in (0x7E, 0x7F), f"480 casts to {cast:#x}"
+    nan_codes = torch.tensor([0x7F, 0xFF], dtype=torch.uint8).repeat(N // 2).view(torch.float8_e4m3fn)
+    widened = {b & 0xFFFFFFFF for b in nan_codes.float().view(torch.int32).tolist()}
+    rules = {"c10": {0x7FF00000, 0xFFF00000}, "quiet": {0x7FC00000, 0xFFC00000}}
+    widening = [name for name, bits in rules.items() if widened == bits]
+    assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
+    return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
 
 
 def next_of(tensors: dict) -> dict:
@@ -64,7 +69,8 @@ def next_of(tensors: dict) -> dict:
 
 
 def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: int, steps: int, seed: int, *,
-                 adamw=True, wd=0.0, lr_value=1e-3, amsgrad=False, dtype=torch.float32, stochastic=False):
+                 adamw=True, wd=0.0, lr_value=1e-3, amsgrad=False, dtype=torch.float32, stochastic=False,
+                 nan_grad=False):
     """`steps` consecutive steps of single_param_adam from a fresh state, one case per step."""
     g = torch.Generator().manual_seed(seed)
     p = torch.randn(n, generator=g).to(dtype)
@@ -78,6 +84,8 @@ def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: i
         grad[:7] = 0.0  # zero gradients, and below, the signed zero of a fresh state
         grad[7] = -0.0
         grad = grad.to(dtype)
+        if nan_grad:  # a diverged step: a negative NaN with a payload in the second block of each moment
+            grad.view(torch.int16 if dtype is torch.bfloat16 else torch.int32)[300] = -63 if dtype is torch.bfloat16 else -4128767
         states = {}
         for prefix, state in moments.items():
             states.update(state_tensors(prefix, state))
@@ -108,7 +116,7 @@ def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: i
         w.add("torchao", fmt, f"{name}.step{k}", {**before, **after}, params,
               "torchao.optim.adam.single_param_adam (eager) on " + state_name, seed,
               "randn" + (f", {n} elements" if n != N else "") + (", bfloat16 param" if dtype is torch.bfloat16 else "")
-              + f", step {k}")
+              + (", a NaN gradient with a payload" if nan_grad else "") + f", step {k}")
 
 
 def export(w: golden_io.Writer):
@@ -124,6 +132,9 @@ def export(w: golden_io.Writer):
         # subclasses), eager and compiled alike; only dense states run it
         export_steps(w, fmt, "bf16-sr", cls, block, N, 3, 15, wd=1e-2, dtype=torch.bfloat16, stochastic=True)
     export_steps(w, "torchao.adam.codebook8", "bf16", OptimState8bit, 256, N, 3, 16, wd=1e-2, dtype=torch.bfloat16)
+    # torch's amax of a block holding the NaN is the canonical 0x7FC00000 (exp_avg.scale.next)
+    export_steps(w, "torchao.adam.codebook8", "bf16-nan-grad", OptimState8bit, 256, N, 1, 21, wd=1e-2,
+                 dtype=torch.bfloat16, nan_grad=True)
     # the dense fallback: fewer than 4096 elements, or not a multiple of the block size
     export_steps(w, "torchao.adam.dense", "n4095", None, 0, 4095, 3, 17, wd=1e-2)
     export_steps(w, "torchao.adam.dense", "n4097-amsgrad", None, 0, 4097, 3, 18, wd=1e-2, amsgrad=True)

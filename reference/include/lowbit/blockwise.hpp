@@ -30,15 +30,16 @@ std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::
 // Reference: torchao 0.18 optim/subclass_fp8.py quantize_fp8: scale = max(amax|x|, f32(1e-12)) / 448
 // (true division), codes = e4m3fn(x / scale) under the given torch conversion policy.
 Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy);
-// How torch widens a NaN float8 code to float32: c10's scalar fp8e4m3fn_to_fp32_value gives
-// 0x7FF00000 | sign (CPU capability AVX2 or default); the AVX-512 path gives 0x7FC00000 | sign.
-enum class NanWidening { C10Scalar, Avx512 };
+// How torch widens a NaN float8 code to float32 (fp8::NanWidening): c10's fp8e4m3fn_to_fp32_value
+// gives 0x7FF00000 | sign (Payload: CPU capability AVX2 and default, observed); Quiet, 0x7FC00000 |
+// sign, is what was documented for the AVX-512 path.
+using fp8::NanWidening;
 
 // Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, with
 // torch's NaN payloads: the widened code's NaN per `widening`, and a NaN scale's own payload
 // winning over it (as torch 2.15's CPU multiply returns).
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                          std::size_t block_size, NanWidening widening = NanWidening::C10Scalar);
+                                          std::size_t block_size, NanWidening widening = NanWidening::Payload);
 
 // ---- plain per-block FP8 (lowbit's own: no library; docs/formats/fp8.md "Per-block E4M3") -------
 

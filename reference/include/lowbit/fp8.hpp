@@ -339,19 +339,37 @@ constexpr float magnitude_value(std::uint32_t magnitude) {
 
 }  // namespace detail
 
-// Reference: OCP OFP8 rev 1.0 decoding (ml_dtypes float8.h for the other flavours); exact. NaN
-// decodes to the quiet NaN 0x7FC00000 with the code's sign (c10's scalar path gives 0x7FF00000|s,
-// its AVX-512 path 0x7FC00000|s: compare NaN-ness).
+// How an implementation widens a NaN code to binary32. Every NaN code is NaN either way, but the
+// bits differ, and bits are what a comparison compares (docs/tolerance-policy.md), so the rule is a
+// parameter of each format whose outputs hold widened codes.
+enum class NanWidening {
+  Quiet,    // 0x7FC00000 | sign, whatever the code's mantissa: ml_dtypes float8.h ConvertImpl
+  Payload,  // the code's mantissa moved to the top of the binary32 mantissa, quiet bit set, sign kept:
+            // torch's c10 fp8e4m3fn_to_fp32_value (0x7F -> 0x7FF00000) and fp8e5m2_to_fp32_value
+            // (through fp16_ieee_to_fp32_value: 0x7D, 0x7F -> 0x7FE00000, 0x7E -> 0x7FC00000)
+};
+
+// Reference: OCP OFP8 rev 1.0 decoding (ml_dtypes float8.h for the other flavours); exact. A NaN
+// code widens by `widening` (default: the quiet NaN 0x7FC00000 with the code's sign).
 template <class Format>
-constexpr float decode(std::uint8_t code) {
+constexpr float decode(std::uint8_t code, NanWidening widening = NanWidening::Quiet) {
   const std::uint32_t sign = std::uint32_t{static_cast<std::uint8_t>(code & Format::sign_mask)} << 24;
-  if (Format::is_nan(code)) return float_from_bits(sign | 0x7FC00000u);
+  if (Format::is_nan(code)) {
+    constexpr int m = Format::mantissa_bits;
+    const std::uint32_t payload =
+        widening == NanWidening::Payload ? (std::uint32_t{code} & ((1u << m) - 1)) << (23 - m) : 0u;
+    return float_from_bits(sign | 0x7FC00000u | payload);
+  }
   if (Format::is_inf(code)) return float_from_bits(sign | 0x7F800000u);
   return float_from_bits(sign | bits_of(detail::magnitude_value<Format>(code & Format::magnitude_mask)));
 }
 
 // The same for a format chosen at run time.
-float decode(FormatId format, std::uint8_t code);
+float decode(FormatId format, std::uint8_t code, NanWidening widening = NanWidening::Quiet);
+
+// NaN widenings by name: "quiet", "c10" (Payload; torch's CPU decoding, capability AVX2 and
+// default as observed), and "avx512" (Quiet: the rule documented for torch's AVX-512 path).
+std::optional<NanWidening> parse_nan_widening(std::string_view name);
 
 // Position of a code of a sign-magnitude format (E4M3FN, E5M2) on its number line: consecutive
 // values are consecutive integers and +0 / -0 meet at 0. Code distances in reports are differences
