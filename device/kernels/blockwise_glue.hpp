@@ -131,7 +131,7 @@ inline int32_t run_torchao_codebook(const Computes& c, uint32_t bits, const lowb
 }
 
 // torchao.fp8 under any of its params (overflow satfinite|nan|inf, nan_encoding torch|cuda|ml_dtypes,
-// nan_widening c10|avx512).
+// nan_widening c10|quiet|avx512).
 inline int32_t run_torchao_fp8(const Computes& c, const lowbit_tensor* in, int32_t n_in, const char* params,
                                lowbit_tensor* out, int32_t n_out, char* error, uint64_t capacity) {
   const lowbit_tensor* x = glue::find(in, n_in, "input");
@@ -151,10 +151,11 @@ inline int32_t run_torchao_fp8(const Computes& c, const lowbit_tensor* in, int32
   const bool drops_sign = glue::string_param_is(params, "nan_encoding", "cuda");
   if (!drops_sign && !glue::string_param_is(params, "nan_encoding", "torch") && !glue::string_param_is(params, "nan_encoding", "ml_dtypes"))
     return glue::fail(error, capacity, "nan_encoding must be torch, cuda or ml_dtypes", params);
-  // c10's scalar widening unless the params say avx512 (the format's default when absent)
-  const uint32_t nan_bits = glue::string_param_is(params, "nan_widening", "avx512") ? 0x7FC00000u : 0x7FF00000u;
-  if (nan_bits == 0x7FF00000u && strstr(params, "\"nan_widening\"") && !glue::string_param_is(params, "nan_widening", "c10"))
-    return glue::fail(error, capacity, "nan_widening must be c10 or avx512", params);
+  // c10's widening unless the params say quiet (or avx512, its other name; c10 is the format's default)
+  const bool quiet = glue::string_param_is(params, "nan_widening", "quiet") || glue::string_param_is(params, "nan_widening", "avx512");
+  const uint32_t nan_bits = quiet ? 0x7FC00000u : 0x7FF00000u;
+  if (!quiet && strstr(params, "\"nan_widening\"") && !glue::string_param_is(params, "nan_widening", "c10"))
+    return glue::fail(error, capacity, "nan_widening must be c10, quiet or avx512", params);
   const Fp8Args a{static_cast<const float*>(x->data), n, block, saturate, !drops_sign, nan_bits,
                   static_cast<uint8_t*>(codes->data), static_cast<float*>(scale->data), static_cast<float*>(dequant->data)};
   return n == 0 ? 0 : c.fp8(a, error, capacity);

@@ -12,11 +12,12 @@ namespace lowbit_kernels::torchao {
 constexpr float kScaleFloor = 1e-12f;  // f32(1e-12) = 0x2B8CBCCC, torch's clip(1e-12)
 constexpr float kE4M3Max = 448.0f;
 
-// The block's scale from its NaN-ignoring absmax and, when the block holds a NaN, the first NaN in
-// element order (torch's amax(|x|) is NaN then: the reference returns |first NaN|, payload as it is):
-// max(amax, 1e-12) with a NaN kept (torch's clip).
+// The block's scale from its NaN-ignoring absmax: max(amax, 1e-12); a block holding a NaN gets torch's
+// amax(|x|) of it, the canonical NaN 0x7FC00000 whatever the NaN's sign and payload (first_nan's bits
+// play no part; docs/formats/torchao-codebook.md), which torch's clip keeps.
 LOWBIT_HOST_DEVICE inline float codebook_scale(float amax, bool has_nan, float first_nan) {
-  if (has_nan) return abs_of(first_nan);
+  (void)first_nan;
+  if (has_nan) return float_of(0x7FC00000u);
   return amax < kScaleFloor ? kScaleFloor : amax;
 }
 
