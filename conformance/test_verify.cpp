@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "cli_run.hpp"
@@ -659,4 +660,75 @@ TEST_CASE("flushed-subnormal: a subnormal input taken as zero; a zero for a norm
   REQUIRE(r3.tensors.at(0).first_mismatches.size() == 2);
   CHECK(r3.tensors.at(0).first_mismatches[0].why.cls == MismatchClass::NanEncoding);
   CHECK(r3.tensors.at(0).first_mismatches[1].why.cls == MismatchClass::Genuine);
+}
+
+TEST_CASE("our COAT kernels' host twin is the reference on groups built for the trees' quirks, two steps") {
+  // The default battery's moments never put a zero, a NaN or an Inf at chosen lanes, and the
+  // expansion's minimum depends on where they are (docs/formats/coat-optimizer.md "Zeros hide
+  // subtrees"). From the fresh state (m0 = v0 = 0) a zero gradient makes both new moments exactly 0,
+  // a NaN or Inf gradient makes them NaN or Inf: so the gradient places them. Step 2 runs the same
+  // gradients on the reference's state. Groups: zeros at lane 0, at lane 1, at lanes 5/13/29, at the
+  // first lanes of warps 1 and 3; one value at lane 0 (R = 1), one at lane 5; all zeros; NaNs; an
+  // Inf; all NaN; magnitudes above the 1e9 cap; one value everywhere; and a partial group of 50.
+  const std::vector<std::vector<int>> zero_lanes = {{0}, {1}, {5, 13, 29}, {32, 96}};
+  const std::size_t groups = 12, n = 128 * groups + 50;
+  std::vector<float> grad(n), param(n);
+  std::uint32_t h = 12345;
+  auto next = [&] {  // deterministic values of magnitude 2^-20 .. 2^3, either sign
+    h = h * 1664525u + 1013904223u;
+    return float_from_bits((h & 0x80000000u) | ((107u + (h >> 8) % 24u) << 23) | (h & 0x7FFFFFu));
+  };
+  for (std::size_t i = 0; i < n; ++i) grad[i] = next(), param[i] = next();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  auto group = [&](std::size_t g) { return std::span<float>(grad).subspan(128 * g, 128); };
+  for (std::size_t g = 0; g < zero_lanes.size(); ++g)
+    for (int lane : zero_lanes[g]) group(g)[lane] = 0.0f;
+  for (std::size_t g : {4u, 5u, 6u}) std::fill(group(g).begin(), group(g).end(), 0.0f);
+  group(4)[0] = 1e-2f;  // m = (1 - beta1) g, about 1e-3
+  group(5)[5] = 1e-2f;
+  group(7)[3] = nan, group(7)[40] = nan;
+  group(8)[70] = inf;
+  std::fill(group(9).begin(), group(9).end(), nan);
+  for (float& x : group(10)) x = x * 4e10f;
+  std::fill(group(11).begin(), group(11).end(), 3.0f);
+  for (const char* name : {"coat.optim.origin.e4m3", "coat.optim.expand.e4m3"}) {
+    CAPTURE(name);
+    const FormatSpec* f = find_format(name);
+    REQUIRE(f != nullptr);
+    const nlohmann::json params = f->default_params;
+    Case state = f->fresh_state(param, params);
+    state.add(Tensor::from_f32("grad", {static_cast<std::int64_t>(n)}, grad));
+    for (int step = 1; step <= 2; ++step) {
+      CAPTURE(step);
+      const std::vector<Tensor> expected = f->run(state, params);
+      std::vector<const Tensor*> inputs, like;
+      for (const auto& in : f->inputs) inputs.push_back(&state.require(in.name));
+      for (const Tensor& t : expected) like.push_back(&t);
+      const KernelRun r = run_plugin_kernel(plugin("coat_host_twin"), std::string("host-twin.") + name, inputs, params.dump(),
+                                            like, 30);
+      CAPTURE(r.failure);
+      REQUIRE(r.completed);
+      for (const Tensor& t : expected) {
+        CAPTURE(t.name);
+        CHECK(r.outputs.require(t.name).bytes == t.bytes);
+      }
+      if (std::string(name) == "coat.optim.expand.e4m3" && step == 1) {
+        // the groups are what the comment says: one value at lane 0 gives R = 1 and k = +inf, the
+        // same value (m about 1e-3) at lane 5 a zero minimum, R about 1e27 and k = floor(16 log2(100352) /
+        // log2(1e27)) / 16 = 2 / 16 (coat-optimizer.md "Lane 0 decides")
+        const auto at = std::find_if(expected.begin(), expected.end(), [](const Tensor& t) { return t.name == "exp_avg.expand.next"; });
+        REQUIRE(at != expected.end());
+        const std::vector<float> k = at->f32();
+        CHECK(std::isinf(k[4]));
+        CHECK(k[5] == 0.125f);
+      }
+      // the next step from the reference's state
+      for (const Tensor& t : expected) {
+        Tensor moved = t;
+        moved.name = t.name == "param.next" ? "param" : t.name.substr(0, t.name.size() - 5);
+        state.add(std::move(moved));
+      }
+      state.add(Tensor::from_i64("step", {}, std::vector<std::int64_t>{step + 1}));
+    }
+  }
 }

@@ -2,7 +2,8 @@
 # GPU check: lowbit verify on our CUDA kernels: the per-block E4M3 kernel (device/kernels/
 # cuda_perblock_plugin.cu) and its mutant (x times 1/scale); the block-wise kernels of device/kernels/
 # (cuda_blockwise_plugin.so: torchao codebook 8/4-bit, torchao FP8, bitsandbytes block-wise with the CPU
-# back end's table) and their mutant (torchao's search with ties down). Each kernel must be conformant
+# back end's table) and their mutant (torchao's search with ties down); the COAT optimizer kernels
+# (cuda_coat_plugin.so: coat.optim.origin.e4m3 and coat.optim.expand.e4m3). Each kernel must be conformant
 # (exit 0) and each mutant caught (exit 1); anything else (exit 2: no device, no runner, a plugin that
 # does not load) is a failure.
 #
@@ -39,12 +40,14 @@ fi
 mkdir -p "$out" || exit 2
 
 status=0
-# check EXPECTED_EXIT PLUGIN [KERNEL]: verify on plugins/PLUGIN.so (its kernel KERNEL), reports into OUT_DIR
+# check EXPECTED_EXIT PLUGIN [KERNEL [SUFFIX VERIFY_ARGS...]]: verify on plugins/PLUGIN.so (its kernel
+# KERNEL; with SUFFIX, on VERIFY_ARGS' inputs instead of the default ones), reports into OUT_DIR
 check() {
-  local expected=$1 plugin=$2 kernel=${3:-} code
-  local name=$plugin${kernel:+.$kernel}
+  local expected=$1 plugin=$2 kernel=${3:-} suffix=${4:-} code
+  shift $(($# < 4 ? $# : 4))
+  local name=$plugin${kernel:+.$kernel}${suffix:+.$suffix}
   "$lowbit" verify --kernel "$plugins/$plugin.so${kernel:+:$kernel}" --report "$out/$name.json" --markdown "$out/$name.md" \
-    >"$out/$name.log" 2>&1
+    "$@" >"$out/$name.log" 2>&1
   code=$?
   if [ "$code" -eq "$expected" ]; then
     echo "verify-cuda: $name: exit $code as expected"
@@ -62,4 +65,13 @@ for format in torchao.codebook8.signed torchao.codebook8.unsigned torchao.codebo
   check 0 cuda_blockwise_plugin "cuda.$format"
 done
 check 1 cuda_mutant_blockwise_ties_down cuda.ties-down.torchao.codebook8.signed
+# COAT's FP8 AdamW step (device/kernels/coat_plugin.cu): optimizer formats, 3 steps of each default
+# input, each step from the reference's state; then partial last groups (random and special values)
+# and 2^18 elements
+for format in coat.optim.origin.e4m3 coat.optim.expand.e4m3; do
+  check 0 cuda_coat_plugin "cuda.$format"
+  check 0 cuda_coat_plugin "cuda.$format" tails --input normal:n=1000,seed=7,std=0.5 --input special:n=300 --no-golden
+  check 0 cuda_coat_plugin "cuda.$format" large --input normal:n=262144,seed=8,std=0.5 --input adam-v:n=262144,seed=9 \
+    --steps 2 --no-golden
+done
 exit $status
