@@ -90,6 +90,10 @@ TEST_CASE("a tie, a near-boundary difference and a genuine one are told apart") 
   CHECK(tensor(exact, "codes").first_mismatches[1].why.cls == MismatchClass::Genuine);
   CHECK(value(tensor(exact, "codes").first_mismatches[1].why.boundary_ulps) ==
         doctest::Approx((double(1.0626f) - 1.0625) * 8388608.0));  // the distance stays in the entry
+  // ... and the budget the tensor needs is the same under either policy (the tie counts as 0 ulps)
+  CHECK(value(tensor(exact, "codes").max_boundary_ulps) == doctest::Approx((double(1.0626f) - 1.0625) * 8388608.0));
+  CHECK(value(codes.max_boundary_ulps) == value(tensor(exact, "codes").max_boundary_ulps));
+  CHECK(value(tensor(compare_cases(e, with_code(e, 0, 0x39), TolerancePolicy{}), "codes").max_boundary_ulps) == value(0.0));
   REQUIRE(codes.first_mismatches.size() == 3);
   const MismatchRecord& near = codes.first_mismatches[1];
   CHECK(near.index == 1);

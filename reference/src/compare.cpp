@@ -170,6 +170,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
       }
       // near a boundary only within the policy's budget: farther off, the input was not near enough
       // for a last-bit difference to explain the code (the distance stays in the record)
+      if (m.why.cls == MismatchClass::NearBoundary && m.why.boundary_ulps > tc.max_boundary_ulps)
+        tc.max_boundary_ulps = m.why.boundary_ulps;
       if (m.why.cls == MismatchClass::NearBoundary && m.why.boundary_ulps > policy.boundary_ulps)
         m.why.cls = MismatchClass::Genuine;
       m.allowed = allowed_by(policy, m.why);

@@ -113,6 +113,7 @@ nlohmann::json report_json(const ComparisonReport& r) {
     tj["allowed"] = t.allowed;
     tj["max_code_distance"] = t.max_code_distance;
     tj["max_ulp_distance"] = t.max_ulp_distance;
+    tj["max_boundary_ulps"] = t.max_boundary_ulps;
     for (MismatchClass c : kMismatchClasses)
       tj["classes"][std::string(mismatch_class_name(c))] = t.by_class[static_cast<std::size_t>(c)];
     tj["block_size"] = t.block_size;

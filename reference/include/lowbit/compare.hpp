@@ -44,6 +44,10 @@ struct TensorComparison {
   std::string fault;  // non-empty: not comparable (missing, other dtype or shape)
   std::uint64_t elements = 0, identical = 0, mismatches = 0, allowed = 0;
   std::uint64_t max_code_distance = 0, max_ulp_distance = 0;
+  // The farthest a mismatch the explainer put near a rounding boundary lay from it, in binary32 ulps,
+  // whatever the policy's budget: the smallest budget under which all of them would be near-boundary
+  // (a measured budget, e.g. for bitsandbytes' fast-math CUDA kernels)
+  double max_boundary_ulps = 0;
   std::array<std::uint64_t, std::size(kMismatchClasses)> by_class{};  // indexed by MismatchClass
   std::size_t block_size = 0;  // elements in a full block of the tensor's declared layout
   std::string layout;          // the blocks in words ("128x128 tiles"), for the Markdown report
