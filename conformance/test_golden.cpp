@@ -3,13 +3,17 @@
 // inputs, must equal the official outputs bit for bit.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "golden_fixture.hpp"
 #include "lowbit/compare.hpp"
+#include "lowbit/float_bits.hpp"
 #include "lowbit/fp8.hpp"
+#include "lowbit/optimizer.hpp"
 
 using namespace lowbit;
 using lowbit::test::golden_case;
@@ -203,4 +207,82 @@ TEST_CASE("issue 11 items 5 and 6: COAT's fake quantizers keep a NaN's payload a
     }
     CHECK(compare_with_params(golden).conformant);
   }
+}
+
+TEST_CASE("library rounding is a faithful sqrt: the other float bracketing the root, never the one beyond it") {
+  // torchao's golden AdamW step 2 (float32 parameter, lr 1e-1: one ulp of sqrt(v) shows in p). The
+  // parameters a faithful sqrt (MKL's) can give are those with sqrt(v) and sqrt(bc2) each correctly
+  // rounded or moved one ulp toward the exact root; one moved away from the root is none of them.
+  const auto entries = golden_entries("torchao.adam.codebook8", "*/adamw-wd0-lr1e-1.step2.safetensors");
+  REQUIRE_FALSE(entries.empty());
+  const Case expected = golden_case(*entries.front());
+  const FormatSpec& f = *find_format(expected.format());
+  const Case reference = run_reference(f, expected);
+  const nlohmann::json p = resolve_params(f, expected.params());
+  optimizer::AdamHyper h;
+  h.lr = expected.require("lr").f32().at(0);
+  h.beta1 = p.at("beta1").get<double>();
+  h.beta2 = p.at("beta2").get<double>();
+  h.eps = p.at("eps").get<double>();
+  h.weight_decay = p.at("weight_decay").get<double>();
+  h.adamw = p.at("adamw").get<bool>();
+  const float step = expected.require("step").f32().at(0) + 1.0f;
+  // the side of the exact root of x from sqrtf(x): +1 above, -1 below, 0 exact
+  auto toward_root = [](float x) {
+    const float r = std::sqrt(x);
+    const double square = static_cast<double>(r) * r;
+    return square < x ? 1 : (square > x ? -1 : 0);
+  };
+  const float bc2 = 1.0f - std::pow(static_cast<float>(h.beta2), step);
+  const std::vector<optimizer::TorchaoAdamScalars> scalars = {optimizer::torchao_adam_scalars(h, step, 0),
+                                                               optimizer::torchao_adam_scalars(h, step, toward_root(bc2))};
+  const std::size_t block = p.at("block_size").get<std::size_t>();
+  auto moment = [&](const std::string& name) {
+    const optimizer::Moment m{expected.require(name + ".codes").u8(), expected.require(name + ".scale").f32(),
+                              expected.require(name + ".qmap").f32(), {}};
+    return optimizer::dequantize(m, optimizer::TorchaoState::Codebook, block);
+  };
+  const std::vector<float> m_old = moment("exp_avg"), v_old = moment("exp_avg_sq");
+  const std::vector<float> param = expected.require("param").f32(), grad = expected.require("grad").f32();
+  const std::vector<float> want = expected.require("param.next").f32(), own = reference.require("param.next").f32();
+  const TolerancePolicy policy = load_tolerance_policy("torch-cpu-eager", LOWBIT_POLICY_DIR);
+  auto class_of = [&](std::size_t i, float value) {
+    Case actual = reference;
+    std::vector<float> next = own;
+    next[i] = value;
+    actual.add(Tensor::from_f32("param.next", actual.require("param.next").shape, next));
+    const ComparisonReport r = compare_cases(expected, actual, policy, SIZE_MAX);
+    for (const TensorComparison& t : r.tensors)
+      if (t.name == "param.next")
+        for (const MismatchRecord& m : t.first_mismatches)
+          if (m.index == i) return m.why.cls;
+    FAIL("element " << i << " is not listed");
+    return MismatchClass::Genuine;
+  };
+  int faithful_checked = 0, beyond_checked = 0;
+  for (std::size_t i = 0; i < param.size() && (faithful_checked < 8 || beyond_checked < 8); ++i) {
+    if (bits_of(want[i]) != bits_of(own[i])) continue;  // the golden element is the reference's own
+    auto at = [&](const optimizer::TorchaoAdamScalars& s, int ulps) {
+      return optimizer::torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], s, ulps).param;
+    };
+    const int toward = toward_root(optimizer::torchao_adam_element(param[i], grad[i], m_old[i], v_old[i], scalars[0]).exp_avg_sq);
+    if (toward == 0) continue;
+    std::vector<std::uint32_t> faithful_set;
+    for (const auto& s : scalars)
+      for (int ulps : {0, toward}) faithful_set.push_back(bits_of(at(s, ulps)));
+    const float faithful = at(scalars[0], toward), beyond = at(scalars[0], -toward);
+    CAPTURE(i);
+    if (bits_of(faithful) != bits_of(own[i]) && faithful_checked < 8) {
+      // a faithful root: library-rounding, unless the unfused lerp happens to give the same bits (named first)
+      const MismatchClass c = class_of(i, faithful);
+      CHECK((c == MismatchClass::LibraryRounding || c == MismatchClass::ArithmeticVariant));
+      faithful_checked += c == MismatchClass::LibraryRounding;
+    }
+    if (std::find(faithful_set.begin(), faithful_set.end(), bits_of(beyond)) == faithful_set.end() && beyond_checked < 8) {
+      CHECK(class_of(i, beyond) != MismatchClass::LibraryRounding);
+      ++beyond_checked;
+    }
+  }
+  CHECK(faithful_checked == 8);
+  CHECK(beyond_checked == 8);
 }

@@ -45,7 +45,8 @@ float bnb_unfused_param(float p, float g, float m_old, float v_old, const optimi
 
 // As for torchao: the unfused variant first (arithmetic-variant "unfused-fma" where it reproduces the
 // actual bits and the reference does not); then a differing new parameter is a library rounding when both sides are values the
-// reference computes with torch's CPU sqrt(v) correctly rounded or one ulp off.
+// reference computes with torch's CPU sqrt(v) correctly rounded or the other float bracketing the exact
+// root (a faithful sqrt's only other result).
 // The states and scalars are read once per comparison; each element then costs 3 steps.
 ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, const std::string& tensor) {
   const Tensor* got = actual.find("param.next");
@@ -67,7 +68,9 @@ ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, c
       return classed(MismatchClass::ArithmeticVariant, "unfused-fma");
     }
     std::vector<std::uint64_t> candidates;
-    for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v)
+    // sqrt(v) as MKL may give it: correctly rounded, or the other float bracketing the exact root
+    const int other = faithful_sqrt_other(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s).exp_avg_sq);
+    for (int sqrt_v : {0, other})
       candidates.push_back(bits_of(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s, sqrt_v).param));
     if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return classed(MismatchClass::LibraryRounding);
     return {};

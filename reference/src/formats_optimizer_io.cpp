@@ -1,5 +1,7 @@
 #include "formats_optimizer_io.hpp"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "lowbit/float_bits.hpp"
@@ -42,6 +44,15 @@ Tensor narrowed(std::string name, const Tensor& like, const std::vector<float>& 
     bytes[2 * i + 1] = static_cast<std::uint8_t>(upper >> 8);
   }
   return Tensor::from_bytes(std::move(name), DType::BF16, like.shape, bytes);
+}
+
+int faithful_sqrt_other(float x) {
+  const float r = std::sqrt(x);
+  if (!std::isfinite(r) || r == 0.0f) return 0;
+  const double square = static_cast<double>(r) * r;  // exact: 24 x 24 bits fit in a double
+  if (square < x) return 1;                          // the exact root lies above r
+  if (square > x) return -1;
+  return 0;
 }
 
 bool both_reproduced(std::uint64_t expected_bits, std::uint64_t actual_bits, const std::vector<std::uint64_t>& candidates) {

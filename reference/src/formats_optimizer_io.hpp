@@ -23,6 +23,11 @@ std::vector<float> widened(const Tensor& t);
 // values (exactly representable in like's dtype) as a tensor of like's dtype and shape.
 Tensor narrowed(std::string name, const Tensor& like, const std::vector<float>& values);
 
+// A sqrt that is faithful but not correctly rounded (torch's CPU sqrt, MKL VML) returns sqrtf(x) or
+// the other float that brackets the exact root: +1 or -1 (ulps from sqrtf(x)) for that other float,
+// 0 when the root is exact or not finite (no other faithful result).
+int faithful_sqrt_other(float x);
+
 // Both the expected and the actual bit patterns are among the candidates: the two sides differ only
 // in how one operation the candidates vary (torch's CPU sqrt) rounded.
 bool both_reproduced(std::uint64_t expected_bits, std::uint64_t actual_bits, const std::vector<std::uint64_t>& candidates);

@@ -128,10 +128,11 @@ float unfused_lerp_param(float p, float g, float m_old, float v_old, const optim
 
 // A differing new parameter is first checked against the unfused lerp: where it reproduces the actual
 // bits and the reference's own arithmetic does not give them, the class is arithmetic-variant
-// ("unfused-fma"), never library-rounding. Otherwise it is a library rounding when both the expected and the actual bits are
-// values the reference computes with torch's CPU sqrt (MKL, not correctly rounded) taken as the
-// correctly rounded root or one ulp off it, for sqrt(v) or sqrt(bc2) or both.
-// The states, scalars and params are read once per comparison; each element then costs 9 steps.
+// ("unfused-fma"), never library-rounding. Otherwise it is a library rounding when both the expected
+// and the actual bits are values the reference computes with torch's CPU sqrt (MKL: faithful, not
+// correctly rounded) taken as the correctly rounded root or the other float bracketing the exact
+// root, for sqrt(v) or sqrt(bc2) or both (a root one ulp beyond is no faithful sqrt's result).
+// The states, scalars and params are read once per comparison; each element then costs 7 steps.
 ElementExplainer param_explainer(const Case& expected, const Case& actual, const std::string& tensor, TorchaoState kind) {
   const Tensor* got = actual.find("param.next");
   const Tensor& want = expected.require("param.next");
@@ -142,7 +143,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
   struct Read {
     std::vector<float> m_old, v_old, max_old;
     std::vector<std::int32_t> draws;
-    std::vector<optimizer::TorchaoAdamScalars> scalars;  // for sqrt(bc2) rounded down, nearest, up
+    std::vector<optimizer::TorchaoAdamScalars> scalars;  // sqrt(bc2) correctly rounded, then the other faithful root
     optimizer::ParamDtype param_dtype;
   };
   auto r = std::make_shared<Read>();
@@ -153,7 +154,12 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
   r->param_dtype = o.param_dtype;
   const optimizer::AdamHyper h = hyper_from(expected, p);
   const float step = scalar(expected, "step") + 1.0f;
-  for (int sqrt_bc2 = -1; sqrt_bc2 <= 1; ++sqrt_bc2) r->scalars.push_back(optimizer::torchao_adam_scalars(h, step, sqrt_bc2));
+  // sqrt(bc2) correctly rounded first, then the other faithful root (torch's CPU sqrt, MKL): the bias
+  // correction bc2 = 1 - powf(f32(beta2), step) as torchao_adam_scalars computes it
+  r->scalars.push_back(optimizer::torchao_adam_scalars(h, step, 0));
+  const float bc2 = 1.0f - std::pow(static_cast<float>(h.beta2), step);
+  const int other_bc2 = std::sqrt(bc2) == r->scalars[0].sqrt_bc2 ? faithful_sqrt_other(bc2) : 0;
+  if (other_bc2 != 0) r->scalars.push_back(optimizer::torchao_adam_scalars(h, step, other_bc2));
   const Tensor* param = &expected.require("param");
   const Tensor* grad = &expected.require("grad");
   return [r, got, want = &want, param, grad, amsgrad](std::size_t i) -> Explanation {
@@ -165,7 +171,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
       return want->dtype == DType::BF16 ? bits >> 16 : bits;
     };
     {
-      const auto& exact = r->scalars[1];  // sqrt(bc2) correctly rounded
+      const auto& exact = r->scalars[0];  // sqrt(bc2) correctly rounded
       float max_copy = max_old;
       const float* max_in = amsgrad ? &max_copy : nullptr;
       const std::uint64_t variant = written_bits(unfused_lerp_param(pv, gv, r->m_old[i], r->v_old[i], exact, max_in));
@@ -176,9 +182,15 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
         return classed(MismatchClass::ArithmeticVariant, "unfused-fma");
       }
     }
+    // sqrt(v) as MKL may give it: correctly rounded, or the other float bracketing the exact root
+    float max_arg = max_old;
+    const float root_arg =
+        optimizer::torchao_adam_element(pv, gv, r->m_old[i], r->v_old[i], r->scalars[0], 0, amsgrad ? &max_arg : nullptr)
+            .max_exp_avg_sq;
+    const int other = faithful_sqrt_other(root_arg);
     std::vector<std::uint64_t> candidates;
     for (const auto& s : r->scalars)
-      for (int sqrt_v = -1; sqrt_v <= 1; ++sqrt_v) {
+      for (int sqrt_v : {0, other}) {  // (other 0: the same candidate twice)
         float max_copy = max_old;  // the step may raise it: each candidate starts from the old value
         const float p32 =
             optimizer::torchao_adam_element(pv, gv, r->m_old[i], r->v_old[i], s, sqrt_v, amsgrad ? &max_copy : nullptr).param;
