@@ -16,7 +16,8 @@ void mutate(lowbit::Case& done, const nlohmann::json& params) {
   requantize(done, params, [](std::span<const float> block) {
     float amax = 0.0f;
     for (float v : block) {
-      if (std::isnan(v)) return std::fabs(v);  // torch.amax: NaN propagates (not this mutant's bug)
+      // torch.amax: a NaN propagates as the canonical 0x7FC00000 (docs/formats/torchao-fp8.md; not this mutant's bug)
+      if (std::isnan(v)) return lowbit::float_from_bits(0x7FC00000u);
       amax = std::max(amax, std::fabs(v));
     }
     const float scale = torchao_scale(amax);
