@@ -286,3 +286,50 @@ TEST_CASE("library rounding is a faithful sqrt: the other float bracketing the r
   CHECK(faithful_checked == 8);
   CHECK(beyond_checked == 8);
 }
+
+TEST_CASE("issue 11 item 1: bitsandbytes' pure-PyTorch back end: NaN and Inf blocks, torch's NaN absmax") {
+  for (const char* capability : {"avx2", "default"}) {
+    const std::string suffix = std::string(capability) == "avx2" ? "" : ".cpu-default";
+    for (const char* variant : {"dynamic", "linear"})
+      for (int block : {64, 256}) {
+        const std::string path = std::string("bnb/bnb.blockwise8.") + variant + "/default.nonfinite.block" +
+                                 std::to_string(block) + suffix + ".safetensors";
+        CAPTURE(path);
+        const Case golden = golden_case(path);
+        CHECK(golden.params().at("cpu_capability") == capability);
+        const Tensor& codes = golden.require("codes");
+        const std::size_t n = codes.bytes.size(), tail_start = n - n % static_cast<std::size_t>(block);
+        // input: NaN at 3 (block 0), +Inf at block + 5, -Inf at 2 * block + 9, NaN at 512 + 11 (the tail)
+        for (std::size_t i = 0; i < static_cast<std::size_t>(block); ++i) CHECK(codes.bytes[i] == 255);  // bucketize: NaN last
+        for (std::size_t i : {static_cast<std::size_t>(block) + 5, 2 * static_cast<std::size_t>(block) + 9}) {
+          if (i >= tail_start) continue;                                        // block 256: the -Inf shares the NaN tail
+          CHECK(codes.bytes[i] == 255);                                        // Inf * (1 / Inf) = NaN
+          CHECK(f32_bits_at(golden, "dequant", i) == 0x7F800000u);              // 1.0 * Inf, for -Inf too
+        }
+        const std::uint32_t tail_scale = f32_bits_at(golden, "scale", tail_start / static_cast<std::size_t>(block));
+        CHECK(tail_scale == (std::string(capability) == "avx2" ? 0xFFFFFFFFu : 0x7FC00000u));  // max(): vectorized or not
+        CHECK(compare_with_params(golden).conformant);
+        // the other capability's tail absmax does not reproduce the library
+        CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+      }
+  }
+  // payloads: a full block's max(dim=-1) keeps the first NaN's |x| unquieted, the tail's max() quiets it (default)
+  const Case payloads = golden_case("bnb/bnb.blockwise8.dynamic/default.nan-payloads.block64.cpu-default.safetensors");
+  CHECK(f32_bits_at(payloads, "scale", 6) == 0x7F800001u);
+  CHECK(f32_bits_at(payloads, "scale", 8) == 0x7FC00001u);  // the tail's 0xFFC00001
+  CHECK(compare_with_params(payloads).conformant);
+}
+
+TEST_CASE("issue 11 item 7: torch's scalar CPU kernels (capability default) round lerp, add(alpha) and addcmul twice") {
+  for (const char* path : {"torchao/torchao.adam.codebook8/adamw.cpu-default.step2.safetensors",
+                           "torchao/torchao.adam.dense/n512.cpu-default.step2.safetensors",
+                           "bnb/bnb.adam8bit.cpu/adamw-tail.cpu-default.step2.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    CHECK(golden.params().at("cpu_capability") == "default");
+    CHECK(golden.metadata.at("source").find("CPU capability DEFAULT") != std::string::npos);
+    CHECK(compare_with_params(golden).conformant);
+    // the fused arithmetic of the vectorized kernels does not reproduce them
+    CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", "avx2"}}).conformant);
+  }
+}

@@ -33,8 +33,8 @@ float torch_amax_abs(std::span<const float> block) {
   return m;
 }
 
-// |x|.max() with the first NaN's own bits (sign cleared by the abs): what bitsandbytes' default
-// back end is modelled with until its NaN is observed.
+// torch's |x|.max(dim=-1) on the CPU (AVX2 and default observed): the first NaN's own bits with the
+// sign cleared by the abs, not quieted.
 float max_abs_keeping_nan(std::span<const float> block) {
   float m = 0.0f;
   for (float v : block) {
@@ -152,8 +152,18 @@ std::vector<std::uint8_t> unpack_nibbles(std::span<const std::uint8_t> packed, s
   return out;
 }
 
+// torch's |x|.max() (a full reduction) on the CPU: with a NaN, its vectorized kernels return all ones
+// (0xFFFFFFFF: the NaN mask OR-ed into the maximum), its scalar ones the first NaN's |x| quieted.
+namespace {
+float max_abs_reduction(std::span<const float> block, bool vectorized) {
+  const float m = max_abs_keeping_nan(block);
+  if (!std::isnan(m)) return m;
+  return lowbit::float_from_bits(vectorized ? 0xFFFFFFFFu : (lowbit::bits_of(m) | 0x00400000u));
+}
+}  // namespace
+
 Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
-                       BnbBackend backend) {
+                       BnbBackend backend, bool vectorized_max) {
   if (block_size == 0) throw std::invalid_argument("block size must be positive");
   Quantized q;
   q.codes.resize(x.size());
@@ -181,7 +191,7 @@ Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, st
         break;
       }
       case BnbBackend::Default: {
-        const float absmax = max_abs_keeping_nan(block);
+        const float absmax = tail ? max_abs_reduction(block, vectorized_max) : max_abs_keeping_nan(block);
         const float floored = clip_below(absmax, 1e-38f);
         // full blocks store the raw absmax and multiply by its reciprocal; the tail stores the
         // floored absmax and divides by it

@@ -126,6 +126,8 @@ std::uint8_t bnb_cpu_exact_search(float y, std::span<const float> q) {
 }
 
 std::uint8_t bnb_default_search(float y, std::span<const float> q) {
+  // torch.bucketize sorts NaN after every boundary: the last code (0xFF for a 256-entry map).
+  if (std::isnan(y)) return static_cast<std::uint8_t>(q.size() - 1);
   // Midpoints of a sorted table are sorted: the count below y is a binary search over them.
   std::size_t lo = 0, hi = q.size() - 1;  // answer in [lo, hi]
   while (lo < hi) {

@@ -331,8 +331,8 @@ FormatSpec torchao_fp8_format() {
   f.description = "torchao FP8 block-wise state: scale = max(amax, 1e-12) / 448 (true division), codes = e4m3fn(x / scale) "
                   "with the conversion rules of the torch that ran it; codes, scale, dequant";
   f.provenance = "torchao 0.18 optim/subclass_fp8.py quantize_fp8 and OptimStateFp8.dequantize";
-  // torch >= 2.13 casts saturate; nan_widening "c10" is torch's scalar float8 -> float32 path (CPU
-  // capability AVX2 or default), "avx512" its vectorized one: they differ only in NaN payloads.
+  // torch >= 2.13 casts saturate; nan_widening "c10" is torch's float8 -> float32 (observed at CPU
+  // capabilities AVX2 and default), "quiet" (or "avx512") the rule once documented for AVX-512.
   f.default_params = {{"block_size", 256}, {"overflow", "satfinite"}, {"nan_encoding", "torch"}, {"nan_widening", "c10"}};
   f.inputs = {f32_input()};
   f.outputs = blockwise_outputs(DType::F8_E4M3);
@@ -427,6 +427,15 @@ blockwise::BnbBackend backend_from(const nlohmann::json& p) {
   throw std::runtime_error("backend must be cpu, cuda-ieee or default (got '" + b + "')");
 }
 
+// cpu_capability (what torch.backends.cpu.get_cpu_capability() reports, lower case): whether torch's
+// full reduction max() runs vectorized (avx2, avx512: a NaN gives 0xFFFFFFFF) or scalar (default).
+bool vectorized_from(const nlohmann::json& p) {
+  const std::string c = p.contains("cpu_capability") ? p.at("cpu_capability").get<std::string>() : "avx2";
+  if (c == "avx2" || c == "avx512") return true;
+  if (c == "default") return false;
+  throw std::runtime_error("cpu_capability must be avx2, avx512 or default (got '" + c + "')");
+}
+
 FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& default_map) {
   FormatSpec f;
   f.name = "bnb.blockwise8." + variant;
@@ -436,14 +445,15 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                   "back end (default); codes, scale (the absmax), dequant";
   f.provenance = "bitsandbytes 0.50 csrc/cpu_ops.cpp quantize_cpu_impl, dequantizeBlockwise8bitCpu; csrc/kernels.cu "
                  "kQuantizeBlockwise; backends/default/ops.py";
-  f.default_params = {{"block_size", 4096}, {"backend", "cpu"}};
+  // cpu_capability: torch's, for the pure-PyTorch back end's NaN absmax of a tail block
+  f.default_params = {{"block_size", 4096}, {"backend", "cpu"}, {"cpu_capability", "avx2"}};
   f.inputs = {f32_input(), qmap_input(256)};
   f.outputs = blockwise_outputs(DType::U8);
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
     if (q.size() != 256) throw std::runtime_error("qmap must have 256 entries");
-    const auto quantized = blockwise::bnb_quantize(x, q, block, backend_from(p));
+    const auto quantized = blockwise::bnb_quantize(x, q, block, backend_from(p), vectorized_from(p));
     return std::vector<Tensor>{u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
                                f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
   };

@@ -23,6 +23,7 @@ optimizer::BnbAdamHyper bnb_hyper_from(const nlohmann::json& p) {
   h.beta2 = p.at("beta2").get<double>();
   h.eps = p.at("eps").get<double>();
   h.weight_decay = p.at("weight_decay").get<double>();
+  h.fused = optimizer_io::fused_on(p);
   return h;
 }
 
@@ -134,6 +135,8 @@ FormatSpec bnb_adam_cpu_format() {
                   "the CPU lookup table (block 256, partial tail)";
   f.provenance = "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'adam')";
   f.default_params["block_size"] = 256;
+  // torch's CPU capability: avx2 and avx512 fuse add(alpha) and addcmul, default does not
+  f.default_params["cpu_capability"] = "avx2";
   f.default_tolerance = "torch-cpu-eager";
   f.run = [](const Case& in, const nlohmann::json& p) {
     std::vector<float> param = in.require("param").f32();

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "lowbit/float_bits.hpp"
 
@@ -25,6 +26,13 @@ optimizer::Moment read_moment(const Case& in, const std::string& prefix, bool fp
 void write_moment(std::vector<Tensor>& out, const std::string& prefix, const optimizer::Moment& m, bool fp8) {
   out.push_back(Tensor::from_bytes(prefix + ".codes.next", fp8 ? DType::F8_E4M3 : DType::U8, flat(m.codes.size()), m.codes));
   out.push_back(Tensor::from_f32(prefix + ".scale.next", flat(m.scale.size()), m.scale));
+}
+
+bool fused_on(const nlohmann::json& params) {
+  const std::string c = params.contains("cpu_capability") ? params.at("cpu_capability").get<std::string>() : "avx2";
+  if (c == "avx2" || c == "avx512") return true;
+  if (c == "default") return false;
+  throw std::runtime_error("cpu_capability must be avx2, avx512 or default (got '" + c + "')");
 }
 
 std::vector<float> widened(const Tensor& t) {

@@ -18,6 +18,11 @@ float scalar(const Case& in, const std::string& name);
 optimizer::Moment read_moment(const Case& in, const std::string& prefix, bool fp8);
 void write_moment(std::vector<Tensor>& out, const std::string& prefix, const optimizer::Moment& m, bool fp8);
 
+// The param `cpu_capability` (what torch.backends.cpu.get_cpu_capability() reports, lower case:
+// avx2, avx512 or default) as the arithmetic it implies: whether torch's CPU lerp, add(alpha) and
+// addcmul round once (vectorized kernels, built with FMA) or twice (the scalar default kernels).
+bool fused_on(const nlohmann::json& params);
+
 // A float32 or bf16 tensor's elements widened to float.
 std::vector<float> widened(const Tensor& t);
 // values (exactly representable in like's dtype) as a tensor of like's dtype and shape.

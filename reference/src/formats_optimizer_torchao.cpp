@@ -42,6 +42,7 @@ optimizer::AdamHyper hyper_from(const Case& in, const nlohmann::json& p) {
   h.eps = p.at("eps").get<double>();
   h.weight_decay = p.at("weight_decay").get<double>();
   h.adamw = p.at("adamw").get<bool>();
+  h.fused = optimizer_io::fused_on(p);
   return h;
 }
 
@@ -256,7 +257,9 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
   f.provenance = "torchao 0.18 optim/adam.py single_param_adam (eager), on optim/" + state_class(kind, variant);
   f.default_params = {{"lr", 1e-3},      {"beta1", 0.9},     {"beta2", 0.999},
                       {"eps", 1e-8},     {"weight_decay", 0.0}, {"adamw", true},
-                      {"amsgrad", false}, {"bf16_stochastic_round", false}};
+                      {"amsgrad", false}, {"bf16_stochastic_round", false},
+                      // torch's CPU capability: avx2 and avx512 fuse lerp's multiply-add, default does not
+                      {"cpu_capability", "avx2"}};
   if (kind != TorchaoState::Dense) f.default_params["block_size"] = default_block;
   if (kind == TorchaoState::Fp8) {
     f.default_params["overflow"] = "satfinite";

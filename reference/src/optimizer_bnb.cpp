@@ -18,13 +18,16 @@ BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step) {
   s.step_value = static_cast<float>(-h.lr / c1);
   s.decays = h.weight_decay > 0.0;
   s.decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  s.fused = h.fused;
   return s;
 }
 
 AdamElement bnb_adam_cpu_element(float p, float g, float m_old, float v_old, const BnbAdamScalars& s,
                                         int sqrt_v_ulps) {
-  const float m = std::fma(g, s.w1, m_old * s.b1);      // mul_(beta1).add_(grad, alpha=1-beta1)
-  const float v = std::fma(s.w2 * g, g, v_old * s.b2);  // mul_(beta2).addcmul_(grad, grad, value=1-beta2)
+  // mul_(beta1).add_(grad, alpha=1-beta1) and mul_(beta2).addcmul_(grad, grad, value=1-beta2):
+  // fused in the vectorized kernels, self + alpha*other and self + (value*t1)*t2 in the scalar ones
+  const float m = s.fused ? std::fma(g, s.w1, m_old * s.b1) : m_old * s.b1 + g * s.w1;
+  const float v = s.fused ? std::fma(s.w2 * g, g, v_old * s.b2) : v_old * s.b2 + (s.w2 * g) * g;
   float root = std::sqrt(v);
   for (int k = 0; k < std::abs(sqrt_v_ulps); ++k) root = std::nextafter(root, sqrt_v_ulps > 0 ? INFINITY : -INFINITY);
   const float denom = root / s.c2 + s.eps;

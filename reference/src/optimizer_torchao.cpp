@@ -62,6 +62,7 @@ TorchaoAdamScalars torchao_adam_scalars(const AdamHyper& h, float step, int sqrt
   s.w2 = static_cast<float>(1.0 - h.beta2);
   s.eps = static_cast<float>(h.eps);
   s.adamw = h.adamw;
+  s.fused = h.fused;
   // beta ** step on a float32 tensor is powf (glibc's, as torch's CPU kernel calls it)
   s.bc1 = 1.0f - std::pow(static_cast<float>(h.beta1), step);
   const float bc2 = 1.0f - std::pow(static_cast<float>(h.beta2), step);
@@ -73,9 +74,13 @@ AdamElement torchao_adam_element(float p, float g, float m_old, float v_old, con
                                  int sqrt_v_ulps, const float* max_old) {
   if (s.adamw) p = p - (s.lr * s.wd) * p;  // decoupled, on the pre-update parameter
   else g = g + s.wd * p;                    // L2 on the gradient
-  // torch.lerp with |weight| < 0.5: start + weight * (end - start), one fused rounding on the CPU
-  const float m = std::fma(s.w1, g - m_old, m_old);
-  const float v = std::fma(s.w2, g * g - v_old, v_old);
+  // torch.lerp with |weight| < 0.5: start + weight * (end - start), one fused rounding in the
+  // vectorized CPU kernels (AVX2, AVX-512), two in the scalar ones (capability default)
+  const auto lerp = [&s](float start, float end, float weight) {
+    return s.fused ? std::fma(weight, end - start, start) : start + weight * (end - start);
+  };
+  const float m = lerp(m_old, g, s.w1);
+  const float v = lerp(v_old, g * g, s.w2);
   // torch.maximum propagates a NaN from either side
   const float v_max = max_old ? (std::isnan(*max_old) || std::isnan(v) ? NAN : std::max(*max_old, v)) : v;
   const float denom = step_ulps(std::sqrt(v_max), sqrt_v_ulps) / s.sqrt_bc2 + s.eps;

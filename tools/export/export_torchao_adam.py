@@ -24,6 +24,10 @@ GENERATOR = "tools/export/export_torchao_adam.py (lowbit 0.1.0)"
 N = 4096  # torchao quantizes only tensors of at least 4096 elements
 STEPS = 4
 TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+# torch's CPU capability decides whether lerp rounds once (avx2, avx512) or twice (default): under
+# another capability than AVX2, a few cases named *.cpu-<capability> with the capability as a param
+# (ATEN_CPU_CAPABILITY=default .venv/bin/python tools/export/export_torchao_adam.py --out golden)
+CAPABILITY = torch.backends.cpu.get_cpu_capability().lower()
 KINDS = {  # format -> (state class, block size)
     "torchao.adam.codebook8": (OptimState8bit, 256),
     "torchao.adam.codebook4": (OptimState4bit, 128),
@@ -70,7 +74,7 @@ def next_of(tensors: dict) -> dict:
 
 def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: int, steps: int, seed: int, *,
                  adamw=True, wd=0.0, lr_value=1e-3, amsgrad=False, dtype=torch.float32, stochastic=False,
-                 nan_grad=False):
+                 nan_grad=False, extra_params=None):
     """`steps` consecutive steps of single_param_adam from a fresh state, one case per step."""
     g = torch.Generator().manual_seed(seed)
     p = torch.randn(n, generator=g).to(dtype)
@@ -112,6 +116,7 @@ def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: i
             params["bf16_stochastic_round"] = True
         if cls is OptimStateFp8:
             params.update(fp8_rules())
+        params.update(extra_params or {})
         state_name = cls.__name__ if cls is not None else f"dense {str(dtype).removeprefix('torch.')} states"
         w.add("torchao", fmt, f"{name}.step{k}", {**before, **after}, params,
               "torchao.optim.adam.single_param_adam (eager) on " + state_name, seed,
@@ -120,6 +125,11 @@ def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: i
 
 
 def export(w: golden_io.Writer):
+    if CAPABILITY != "avx2":
+        extra, tag = {"cpu_capability": CAPABILITY}, f".cpu-{CAPABILITY}"
+        export_steps(w, "torchao.adam.codebook8", "adamw" + tag, OptimState8bit, 256, N, 2, 11, wd=1e-2, extra_params=extra)
+        export_steps(w, "torchao.adam.dense", "n512" + tag, None, 0, 512, 2, 17, wd=1e-2, extra_params=extra)
+        return
     settings = [  # (name, adamw, weight decay, lr, seed)
         ("adamw", True, 1e-2, 1e-3, 11),
         ("adam-l2", False, 1e-2, 1e-3, 12),

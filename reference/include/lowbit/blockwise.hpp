@@ -68,9 +68,12 @@ enum class BnbBackend {
 //           y = x * (1 / absmax), code = LUT(y).
 //   CudaIeee: absmax = max |x| ignoring NaN (from -FLT_MAX); y = x * (1 / absmax); bnb_cuda_search.
 //   Default: absmax = max |x| (NaN propagates); full blocks y = clamp(x * (1 / max(absmax, 1e-38)));
-//           the tail block divides; bnb_default_search.
+//           the tail block divides; bnb_default_search (NaN -> the last code). The NaN absmax is torch's:
+//           a full block's max(dim=-1) keeps the first NaN's |x| as it is; the tail's max() gives
+//           0xFFFFFFFF when vectorized (CPU capability AVX2, AVX-512) and the first NaN's |x| quieted
+//           when scalar (capability default).
 Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
-                       BnbBackend backend);
+                       BnbBackend backend, bool vectorized_max = true);
 
 // Reference: bitsandbytes 0.50 csrc/cpu_ops.cpp dequantizeBlockwise8bitCpu (and the CUDA and default
 // kernels): qmap[code] * absmax[block].

@@ -54,7 +54,7 @@ std::uint8_t bnb_cpu_exact_search(float y, std::span<const float> qmap);
 
 // Reference: bitsandbytes 0.50 backends/default/ops.py: bucketize(y, (q[j] + q[j+1]) / 2,
 // right=False): the number of midpoints strictly below y (ties to the lower index). qmap sorted,
-// as bitsandbytes assumes.
+// as bitsandbytes assumes. NaN gets the last code: bucketize puts NaN after every boundary.
 std::uint8_t bnb_default_search(float y, std::span<const float> qmap);
 
 // Reference: bitsandbytes >= 0.49 (PR #1901) csrc/cpu_ops.cpp build_quantize_lut / quantize_cpu_impl:

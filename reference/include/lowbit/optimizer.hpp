@@ -13,6 +13,9 @@ struct AdamHyper {
   float lr = 1e-3f;  // torchao keeps lr as a float32 0-dim tensor
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;  // Python floats
   bool adamw = true;  // decoupled weight decay (AdamW) or L2 on the gradient (Adam)
+  // torch's CPU kernels of lerp, add(alpha) and addcmul: one fused rounding where the CPU capability
+  // is AVX2 or AVX-512 (vectorized, built with FMA), two with ATEN_CPU_CAPABILITY=default (scalar)
+  bool fused = true;
 };
 
 // One optimizer moment. Quantized states: codes (one per element, 4-bit unpacked), per-block scale,
@@ -45,6 +48,7 @@ struct TorchaoAdamOptions {
 struct TorchaoAdamScalars {
   float lr, wd, w1, w2, eps, bc1, sqrt_bc2;
   bool adamw;
+  bool fused = true;  // AdamHyper::fused
 };
 // Reference: torchao 0.18 optim/adam.py single_param_adam, the scalar part: Python floats rounded
 // to float32, 1 - beta in double then rounded, bias corrections 1 - powf(beta, step) (glibc powf).
@@ -81,11 +85,13 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
 
 struct BnbAdamHyper {  // all Python floats in bitsandbytes' CPU kernel
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool fused = true;  // as AdamHyper::fused: add(alpha) and addcmul in torch's CPU kernels
 };
 
 struct BnbAdamScalars {
   float b1, w1, b2, w2, eps, c2, step_value, decay;
   bool decays;
+  bool fused = true;
 };
 // Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("adam"),
 // the scalars: beta and 1 - beta as float32; c1 = 1 - beta1**step and c2 = sqrt(1 - beta2**step) in
@@ -93,7 +99,8 @@ struct BnbAdamScalars {
 BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step);
 
 // One element: m = fma(g, 1-b1, m*b1) (add_ with alpha is a fused multiply-add in ATen's CPU kernel),
-// v = fma((1-b2)*g, g, v*b2) (addcmul_, contracted by the compiler), the decay before the update,
+// v = fma((1-b2)*g, g, v*b2) (addcmul_, contracted by the compiler); without s.fused (torch's scalar
+// kernels) m = m*b1 + g*(1-b1) and v = v*b2 + ((1-b2)*g)*g, each rounded twice; the decay before the update,
 // p + ((-lr/c1) * m) / (sqrt(v) / c2 + eps) (addcdiv_). sqrt_v_ulps as for torchao.
 AdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float exp_avg_sq,
                                         const BnbAdamScalars& s, int sqrt_v_ulps = 0);

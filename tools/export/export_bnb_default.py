@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""Golden cases for bitsandbytes' default (pure-PyTorch) back end of quantize_blockwise /
+dequantize_blockwise (bnb.blockwise8.dynamic and .linear with backend=default), CPU only.
+
+bitsandbytes runs this back end on a CPU where its native library cannot be loaded (cextension.py:
+"XPU/CPU can run without native library"; backends/cpu/ops.py registers its CPU kernels only when
+the library loaded). This script makes that load fail, and nothing else: ctypes.cdll.LoadLibrary
+refuses libbitsandbytes_* before bitsandbytes is imported, so bitsandbytes.functional dispatches to
+backends/default/ops.py exactly as it does on such a machine. The script checks that the native
+library is indeed absent and that the codes differ from the native library's where the back ends
+are known to differ (a NaN block), so a case is never labelled default while made by the library.
+
+    .venv/bin/python tools/export/export_bnb_default.py --out golden
+    ATEN_CPU_CAPABILITY=default .venv/bin/python tools/export/export_bnb_default.py --out golden   # *.cpu-default
+"""
+import ctypes
+import sys
+
+_load = ctypes.cdll.LoadLibrary
+
+
+def _refuse_bnb(name, *args, **kwargs):
+    if "libbitsandbytes" in str(name):
+        raise OSError(f"{name}: not loaded (export_bnb_default.py runs bitsandbytes without its native library)")
+    return _load(name, *args, **kwargs)
+
+
+ctypes.cdll.LoadLibrary = _refuse_bnb
+
+import bitsandbytes  # noqa: E402
+import bitsandbytes.functional as bnbF  # noqa: E402
+from bitsandbytes.cextension import ErrorHandlerMockBNBNativeLibrary, lib  # noqa: E402
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import golden_io  # noqa: E402
+
+GENERATOR = "tools/export/export_bnb_default.py (lowbit 0.1.0)"
+TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+CAPABILITY = torch.backends.cpu.get_cpu_capability().lower()  # the param: avx2, avx512 or default
+SUFFIX = "" if CAPABILITY == "avx2" else f".cpu-{CAPABILITY}"  # cases of another capability beside AVX2's
+N = 512
+
+
+def versions():
+    return {"bnb": f"bitsandbytes {bitsandbytes.__version__} default back end, no native library ({TORCH})"}
+
+
+def inputs(kind: str, block: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N + 37, generator=g)  # full blocks and a partial tail block of 37
+    if kind == "nonfinite":  # a NaN, +Inf and -Inf in three different full blocks, and a NaN in the tail
+        x[3] = float("nan")
+        x[block + 5] = float("inf")
+        x[2 * block + 9] = float("-inf")
+        x[N + 11] = float("nan")
+    elif kind == "nan-payloads":  # NaNs of other signs and payloads (bit patterns), and one in the tail
+        nans = torch.from_numpy(np.array([0xFFC00000, 0x7FC00001, 0xFFFFFFFF, 0x7F800001, 0xFFC00001],
+                                         dtype=np.uint32).view(np.float32))
+        for k in range(4):
+            x[k * (N // 4) + 7] = nans[k]  # blocks 0, 2, 4, 6 of 64; two in each of the two blocks of 256
+        x[N + 2] = nans[4]
+    elif kind == "special":  # a zero block, signed zeros, a subnormal
+        x[:block] = 0.0
+        x[block:2 * block:3] = -0.0
+        x[block + 1] = 1e-45
+    return x
+
+
+def export_all(w: golden_io.Writer):
+    assert isinstance(lib, ErrorHandlerMockBNBNativeLibrary), "bitsandbytes loaded its native library"
+    maps = {"dynamic": bnbF.create_dynamic_map(signed=True).float(), "linear": bnbF.create_linear_map(signed=True).float()}
+    for variant, qmap in maps.items():
+        for block in (64, 256):
+            for seed, kind in enumerate(("normal", "special", "nonfinite", "nan-payloads"), start=1):
+                x = inputs(kind, block, seed)
+                codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=block)
+                dequant = bnbF.dequantize_blockwise(codes, state)
+                if kind == "nonfinite":  # bucketize puts NaN last: the native library gives code 0 there
+                    assert int(codes[0]) == 255, "a NaN block's codes are not 0xFF: not the default back end?"
+                w.add("bnb", f"bnb.blockwise8.{variant}", f"default.{kind}.block{block}{SUFFIX}",
+                      {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+                      {"block_size": block, "backend": "default", "cpu_capability": CAPABILITY},
+                      "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (backends/default/ops.py: "
+                      "native library not loaded)", seed, kind)
+
+
+if __name__ == "__main__":
+    sys.exit(golden_io.run(__doc__, versions(), GENERATOR, export_all))
