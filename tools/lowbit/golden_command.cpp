@@ -297,7 +297,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   auto dir = std::make_shared<std::string>(shipped_golden_dir().string());
   check->add_option("--golden", *dir, "Folder holding MANIFEST.json")->capture_default_str();
 
-  return {golden, [g, dir, gen, check]() -> int {
+  return {golden, [g, dir, gen]() -> int {
             if (gen->parsed()) return run_generate(*g);
             return run_check(*dir);
           }};
