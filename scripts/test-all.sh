@@ -36,7 +36,8 @@ count_ctest
 stage="sanitizer build"
 bash scripts/build.sh sanitize
 stage="sanitizer tests"
-ctest --preset sanitize 2>&1 | tee "$log"
+# the sanitizer suites are single-threaded and keep their files apart (per-process names): run them side by side
+ctest --preset sanitize -j "$(nproc)" 2>&1 | tee "$log"
 count_ctest
 stage="fuzz smoke"
 bash scripts/fuzz-smoke.sh 100000 2>&1 | tee "$log"
