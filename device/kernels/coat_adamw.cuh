@@ -14,7 +14,7 @@
 // device this changes nothing; on the host it replaces x86's 0xFFC00000).
 #include "coat_libdevice.cuh"
 #include "ieee_ops.cuh"
-#include "torchao_blockwise.cuh"  // encode_e4m3
+#include "e4m3.cuh"
 
 namespace lowbit_kernels::coat {
 
@@ -48,18 +48,11 @@ LOWBIT_HOST_DEVICE inline float add_in_double(float x, double c) {
 LOWBIT_HOST_DEVICE inline float sign_of(float x) { return (bits_of(x) & 0x80000000u) ? -1.0f : 1.0f; }
 
 // float(__nv_fp8_e4m3): exact; the NaN code becomes the canonical NaN (every use multiplies it).
-LOWBIT_HOST_DEVICE inline float decode_e4m3(uint8_t c) {
-  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
-  const uint32_t magnitude = c & 0x7Fu;
-  if (magnitude == 0x7Fu) return float_of(lowbit::cuda::kCanonicalNan);
-  const uint32_t exponent = magnitude >> 3, mantissa = magnitude & 7u;
-  if (exponent == 0) return float_of(sign | bits_of(mul_rn(static_cast<float>(mantissa), 0.001953125f)));  // m * 2^-9, exact
-  return float_of(sign | ((exponent + 120u) << 23) | (mantissa << 20));
-}
+LOWBIT_HOST_DEVICE inline float decode_e4m3(uint8_t c) { return decode_e4m3_or(c, float_of(lowbit::cuda::kCanonicalNan)); }
 
 // static_cast<__nv_fp8_e4m3>(x): cvt.rn.satfinite.e4m3x2.f32, nearest even, overflow and +-Inf to
 // +-448, NaN to 0x7F (fp8::cuda_satfinite()).
-LOWBIT_HOST_DEVICE inline uint8_t e4m3_satfinite(float x) { return torchao::encode_e4m3(x, torchao::Fp8Cast{true, false}); }
+LOWBIT_HOST_DEVICE inline uint8_t e4m3_satfinite(float x) { return encode_e4m3(x, Fp8Cast{true, false}); }
 
 // The hyperparameters as the kernel receives them (C++ floats) and the step's scalars.
 struct Hyper {

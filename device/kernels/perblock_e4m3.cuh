@@ -11,6 +11,7 @@
 // 0x7F with the sign dropped, Inf -> +-448), and on sm_89+ the intrinsic is the cvt.rn.satfinite
 // instruction instead, whose NaN sign this project has not measured. Written out, the device and the
 // host twin run the same integer steps, and the twin is checked against the reference on the CPU.
+#include "e4m3.cuh"
 #include "ieee_ops.cuh"
 
 namespace perblock {
@@ -26,7 +27,6 @@ using lowbit_kernels::mul_rn;
 
 constexpr float kE4M3Max = 448.0f;           // largest finite E4M3FN value
 constexpr uint8_t kNanCode = 0x7F;           // CUDA's NaN code: S.1111.111 with the sign dropped
-constexpr uint8_t kMaxFiniteCode = 0x7E;     // 448
 
 // The reciprocal, rounded (only the mutant uses it: x * (1 / s) is not x / s).
 LOWBIT_HOST_DEVICE inline float rcp_rn(float b) {
@@ -41,42 +41,14 @@ LOWBIT_HOST_DEVICE inline float rcp_rn(float b) {
 LOWBIT_HOST_DEVICE inline float scale_of(float amax) { return div_rn(amax, kE4M3Max); }
 
 // float32 -> E4M3FN, round to nearest even, satfinite, CUDA's NaN (fp8::encode_nearest_even<E4M3FN>
-// under fp8::cuda_satfinite(), reference/include/lowbit/fp8.hpp, step by step).
+// under fp8::cuda_satfinite(), reference/include/lowbit/fp8.hpp): 0x7F for every NaN, +-448 for Inf.
 LOWBIT_HOST_DEVICE inline uint8_t encode_e4m3_satfinite(float x) {
-  const uint32_t u = bits_of(x);
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return kNanCode;
-  if (a == 0x7F800000u) return static_cast<uint8_t>(sign | kMaxFiniteCode);
-  uint32_t code;
-  uint64_t rem, half;
-  const uint32_t exponent = a >> 23;
-  if (exponent >= 121u) {  // normal in E4M3 (binary32 exponent field of 2^-6): re-bias, keep 3 mantissa bits
-    const uint32_t rebased = a - (120u << 23);
-    code = rebased >> 20;
-    rem = rebased & 0xFFFFFu;
-    half = 0x80000u;
-  } else {  // subnormal in E4M3: significand * 2^(e - 150) in units of 2^-9
-    const uint64_t significand = exponent ? ((a & 0x7FFFFFu) | 0x800000u) : a;
-    const int shift = 141 - static_cast<int>(exponent ? exponent : 1u);  // >= 21
-    if (shift >= 64) return sign;  // far below half the smallest subnormal: +-0
-    code = static_cast<uint32_t>(significand >> shift);
-    rem = significand & ((uint64_t{1} << shift) - 1);
-    half = uint64_t{1} << (shift - 1);
-  }
-  const uint32_t magnitude = code + ((rem > half || (rem == half && (code & 1u))) ? 1u : 0u);
-  if (magnitude > kMaxFiniteCode) return static_cast<uint8_t>(sign | kMaxFiniteCode);
-  return static_cast<uint8_t>(sign | magnitude);
+  return lowbit_kernels::encode_e4m3(x, lowbit_kernels::Fp8Cast{true, false});
 }
 
 // E4M3FN -> float32, exact; NaN as the reference decodes it (0x7FC00000 with the code's sign).
 LOWBIT_HOST_DEVICE inline float decode_e4m3(uint8_t c) {
-  const uint32_t sign = static_cast<uint32_t>(c & 0x80u) << 24;
-  const uint32_t magnitude = c & 0x7Fu;
-  if (magnitude == 0x7Fu) return float_of(sign | 0x7FC00000u);
-  const uint32_t exponent = magnitude >> 3, mantissa = magnitude & 7u;
-  if (exponent == 0) return float_of(sign | bits_of(static_cast<float>(mantissa) * 0.001953125f));  // m * 2^-9, exact
-  return float_of(sign | ((exponent + 120u) << 23) | (mantissa << 20));
+  return lowbit_kernels::decode_e4m3_or(c, float_of((static_cast<uint32_t>(c & 0x80u) << 24) | 0x7FC00000u));
 }
 
 // One element's code under its block's scale (0: the all-zero block, where a NaN element is 0x7F).
