@@ -149,23 +149,8 @@ def export_torchao_codebook(w: golden_io.Writer, maps: dict):
                           f"OptimState{bits}bit.copy_", seed, kind)
 
 
-def fp8_rules(n: int = N) -> dict:
-    """The float8_e4m3fn rules of the torch that runs, as observed (not as its version predicts):
-    `overflow` from the cast of 480 (0x7E: satfinite, torch >= 2.13; 0x7F: nan), `nan_widening`
-    from Tensor.float() of n NaN codes of both signs (the size of the cases, since a vectorized path
-    may take over for long tensors): c10 0x7FF00000 | sign, quiet 0x7FC00000 | sign."""
-    cast = int(torch.tensor([480.0]).to(torch.float8_e4m3fn).view(torch.uint8))
-    assert cast in (0x7E, 0x7F), f"480 casts to {cast:#x}"
-    nan_codes = torch.tensor([0x7F, 0xFF], dtype=torch.uint8).repeat(n // 2).view(torch.float8_e4m3fn)
-    widened = {b & 0xFFFFFFFF for b in nan_codes.float().view(torch.int32).tolist()}
-    rules = {"c10": {0x7FF00000, 0xFFF00000}, "quiet": {0x7FC00000, 0xFFC00000}}
-    widening = [name for name, bits in rules.items() if widened == bits]
-    assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
-    return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
-
-
 def export_torchao_fp8(w: golden_io.Writer):
-    params_rules = fp8_rules()
+    params_rules = golden_io.fp8_rules(N)
     for block in (32, 256, 4096):
         for seed, kind in enumerate(KINDS, start=1):
             if kind == "boundaries":
@@ -226,7 +211,7 @@ def export_nan_payloads(w: golden_io.Writer, maps: dict):
     assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
     w.add("torchao", "torchao.fp8", f"nan-payloads.block{block}",
           {"input": x, "codes": codes, "scale": scale, "dequant": state.dequantize()},
-          {"block_size": block, **fp8_rules()},
+          {"block_size": block, **golden_io.fp8_rules(N)},
           "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", 31, "nan-payloads")
 
 

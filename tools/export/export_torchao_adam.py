@@ -56,18 +56,6 @@ def new_state(cls, signed: bool, block: int, p: torch.Tensor):
     return cls.zeros(p.numel(), block) if cls is OptimStateFp8 else cls.zeros(p.numel(), signed, block)
 
 
-def fp8_rules() -> dict:
-    """The float8_e4m3fn rules as observed (export_codebook.fp8_rules)."""
-    cast = int(torch.tensor([480.0]).to(torch.float8_e4m3fn).view(torch.uint8))
-    assert cast in (0x7E, 0x7F), f"480 casts to {cast:#x}"
-    nan_codes = torch.tensor([0x7F, 0xFF], dtype=torch.uint8).repeat(N // 2).view(torch.float8_e4m3fn)
-    widened = {b & 0xFFFFFFFF for b in nan_codes.float().view(torch.int32).tolist()}
-    rules = {"c10": {0x7FF00000, 0xFFF00000}, "quiet": {0x7FC00000, 0xFFC00000}}
-    widening = [name for name, bits in rules.items() if widened == bits]
-    assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
-    return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
-
-
 def next_of(tensors: dict) -> dict:
     return {k + ".next": v for k, v in tensors.items() if not k.endswith("qmap")}
 
@@ -115,7 +103,7 @@ def export_steps(w: golden_io.Writer, fmt: str, name: str, cls, block: int, n: i
         if stochastic:
             params["bf16_stochastic_round"] = True
         if cls is OptimStateFp8:
-            params.update(fp8_rules())
+            params.update(golden_io.fp8_rules(N))
         params.update(extra_params or {})
         state_name = cls.__name__ if cls is not None else f"dense {str(dtype).removeprefix('torch.')} states"
         w.add("torchao", fmt, f"{name}.step{k}", {**before, **after}, params,

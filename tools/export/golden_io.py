@@ -13,6 +13,21 @@ DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", to
           torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
 
 
+def fp8_rules(n: int) -> dict:
+    """The float8_e4m3fn rules of the torch that runs, as observed (not as its version predicts):
+    `overflow` from the cast of 480 (0x7E: satfinite, torch >= 2.13; 0x7F: nan), `nan_widening`
+    from Tensor.float() of n NaN codes of both signs (the size of the cases, since a vectorized path
+    may take over for long tensors): c10 0x7FF00000 | sign, quiet 0x7FC00000 | sign."""
+    cast = int(torch.tensor([480.0]).to(torch.float8_e4m3fn).view(torch.uint8))
+    assert cast in (0x7E, 0x7F), f"480 casts to {cast:#x}"
+    nan_codes = torch.tensor([0x7F, 0xFF], dtype=torch.uint8).repeat(n // 2).view(torch.float8_e4m3fn)
+    widened = {b & 0xFFFFFFFF for b in nan_codes.float().view(torch.int32).tolist()}
+    rules = {"c10": {0x7FF00000, 0xFFF00000}, "quiet": {0x7FC00000, 0xFFC00000}}
+    widening = [name for name, bits in rules.items() if widened == bits]
+    assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
+    return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
+
+
 def serialize(tensors: dict, metadata: dict) -> bytes:
     """safetensors bytes with a deterministic header (safetensors' own writer orders metadata keys
     by hash): tensors in name order, keys sorted, compact JSON padded with spaces to 8 bytes, the
