@@ -1,10 +1,12 @@
 // lowbit golden generate | check: make case files with the reference for any registered format
-// (how a maintainer makes golden files for their own tests), and verify a golden folder.
+// (how a maintainer makes golden files for their own tests), or with a kernel under review whose
+// outputs a sample checks against the reference first (--kernel), and verify a golden folder.
 #include <fmt/core.h>
 
 #include <algorithm>
 #include <filesystem>
 #include <new>
+#include <optional>
 #include <string_view>
 
 #include "command.hpp"
@@ -12,7 +14,10 @@
 #include "lowbit/case_maker.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/generators.hpp"
+#include "lowbit/kernel_cases.hpp"
 #include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
+#include "kernel_option.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
 
@@ -27,6 +32,22 @@ struct GenerateOptions {
   std::string out;
   int steps = 1;         // optimizer formats: consecutive steps, one case each
   bool replace = false;  // overwrite an existing case of the same name that differs
+  std::string kernel;    // LIB[:NAME]: the outputs come from this kernel (kernel_cases.hpp)
+  std::uint64_t check_elements = std::uint64_t{1} << 20;  // --kernel: elements held to the reference
+  double timeout = 600;  // --kernel: seconds per case
+};
+
+// --kernel: the kernel that makes the outputs, and what its cases' provenance says of it.
+struct OutputKernel {
+  KernelUnderReview k;
+  std::uint64_t check_elements = 0;
+  std::string source;  // "kernel NAME of LIB (sha256 ...), host memory" or "... on DEVICE"
+};
+
+// A case the kernel made that its check refused: nothing is written (not a std::exception: no
+// --param or --input is to blame).
+struct KernelRefused {
+  std::string report;
 };
 
 nlohmann::json parse_params(const std::vector<std::string>& items) {
@@ -67,12 +88,27 @@ UsageError input_error(const std::string& text, const std::exception& e) {
 
 // The cases of one --input made in memory with `params` and appended to `made`; s null: the one case
 // of a format without inputs (a table).
+// kernel: null, the reference makes the outputs; else that kernel, each case checked (KernelRefused).
 void make_cases(const FormatSpec& spec, const nlohmann::json& params, const InputSpec* s, int steps,
-                std::vector<GeneratedCase>& made) {
+                std::vector<GeneratedCase>& made, const OutputKernel* kernel = nullptr) {
   const MadeBy made_by{std::string("lowbit ") + version(), std::string("lowbit golden generate ") + version()};
   const std::string origin = s ? "--input '" + s->text + "'" : "--format " + spec.name;
   auto make_one = [&](CaseToRun to_run) {
-    Case c = run_reference(spec, to_run.inputs);
+    Case c;
+    if (kernel) {
+      KernelCase kc = run_checked_kernel(kernel->k, spec, to_run.inputs, kernel->check_elements);
+      if (!kc.trusted()) throw KernelRefused{refusal_lines(to_run.stem, kernel->k.kernel, kc)};
+      fmt::print("checked  {}: kernel {}: {} bit-identical to the reference{}\n", printable(to_run.stem),
+                 printable(kernel->k.kernel), kc.sample_text(),
+                 kc.kernel_ms ? fmt::format(", kernel {:.3f} ms", *kc.kernel_ms) : "");
+      c = std::move(kc.made);
+      c.metadata["source"] = kernel->source;
+      c.metadata["function"] = "kernel " + kernel->k.kernel + " (format " + spec.name + ")";
+      c.metadata["generator"] = made_by.generator + " --kernel";
+      c.metadata["kernel_check"] = "outputs bit-identical to the reference on " + kc.sample_text();
+    } else {
+      c = run_reference(spec, to_run.inputs);
+    }
     made.push_back({spec.name + "/" + to_run.stem + ".safetensors", serialize_case(c), origin});
     return c;
   };
@@ -117,14 +153,16 @@ std::string failing_params(const FormatSpec& spec, const nlohmann::json& given, 
 // --param to blame, else the --input (or the format of a table).
 std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
                                           const nlohmann::json& given, const std::vector<InputSpec>& specs,
-                                          bool takes_input, int steps) {
+                                          bool takes_input, int steps, const OutputKernel* kernel) {
   std::vector<GeneratedCase> made;
   std::vector<const InputSpec*> runs;
   if (!takes_input) runs.push_back(nullptr);
   for (const InputSpec& s : specs) runs.push_back(&s);
   for (const InputSpec* s : runs) {
     try {
-      make_cases(spec, params, s, steps, made);
+      make_cases(spec, params, s, steps, made, kernel);
+    } catch (const PluginError& e) {  // the plugin itself: not a --param's or an --input's doing
+      throw UsageError(std::string("--kernel: ") + e.what());
     } catch (const std::exception& e) {
       // out of memory is the size's doing, not a param's: no runs again
       const bool no_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
@@ -196,8 +234,27 @@ void publish(const std::string& out, const std::string& format, const std::vecto
   fmt::print("manifest {} lists {} files\n", manifest_path(out), manifest.files.size());
 }
 
-int run_generate(const GenerateOptions& o) {
+int run_generate(GenerateOptions o) {
   if (o.format == "list") return list_formats();
+  std::optional<OutputKernel> kernel;
+  if (!o.kernel.empty()) {
+    if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+    if (o.check_elements < 1) throw UsageError("--check-elements must be at least 1");
+    std::string library;
+    const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
+    note_input_file(library);  // no case is written over the plugin
+    kernel = OutputKernel{{library, picked.name, o.timeout, {}}, o.check_elements, {}};
+    kernel->source = "kernel " + picked.name + " of " + library_identity(library);
+    if (!picked.host) {
+      const CudaDevice device = cuda_device_for(picked, library, o.timeout, kernel->k.cuda_runner);
+      fmt::print("device: {}\n", device_text(device));
+      kernel->source += " on " + device_text(device);
+    } else {
+      kernel->source += ", host memory";
+    }
+    o.format = picked.format;
+  }
+  if (o.format.empty()) throw UsageError("--format is required (or --kernel, whose format it is)");
   const FormatSpec* spec = find_format(o.format);
   if (!spec) {
     std::string names;
@@ -235,7 +292,15 @@ int run_generate(const GenerateOptions& o) {
   std::vector<std::string> input_files;
   for (const InputSpec& s : specs)
     if (s.kind == "file") input_files.push_back(s.args.at("path"));
-  publish(o.out, spec->name, generate_cases(*spec, params, given, specs, needs_input, o.steps), o.replace, input_files);
+  std::vector<GeneratedCase> made;
+  try {
+    made = generate_cases(*spec, params, given, specs, needs_input, o.steps, kernel ? &*kernel : nullptr);
+  } catch (const KernelRefused& refused) {
+    fmt::print("{}golden generate: kernel {}: its outputs differ from the reference's; nothing written\n", refused.report,
+               printable(kernel->k.kernel));
+    return kNotConformant;
+  }
+  publish(o.out, spec->name, made, o.replace, input_files);
   return kConformant;
 }
 
@@ -274,10 +339,13 @@ Subcommand add_golden_command(CLI::App& parent) {
       "Write case files produced by the reference for a registered format, one per --input, into\n"
       "OUT/<format>/, and add them to OUT/MANIFEST.json (sha256, size, provenance). All or nothing: a\n"
       "failing --input writes no file. A case is named after its input spec and the params that differ\n"
-      "from the format's defaults.");
+      "from the format's defaults. With --kernel the outputs come from that kernel (a plugin, as verify takes\n"
+      "it, host or CUDA memory, in a child process with a time limit), and a case is written only when the\n"
+      "kernel's outputs on a sample (--check-elements: the whole case, or its head and tail blocks) are\n"
+      "bit-identical to the reference's; else exit 1, the mismatches by class, and nothing written.");
   auto g = std::make_shared<GenerateOptions>();
-  gen->add_option("--format", g->format, "Registered format name, e.g. fp8.e4m3fn.satfinite; 'list' lists them all")
-      ->required();
+  gen->add_option("--format", g->format,
+                  "Registered format name, e.g. fp8.e4m3fn.satfinite; 'list' lists them all (with --kernel: its format)");
   gen->add_option("--param", g->params, "Format parameter KEY=VALUE (repeatable), e.g. nan_encoding=ml_dtypes");
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
@@ -292,6 +360,15 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_flag("--replace", g->replace,
                 "Overwrite a case of the same name that holds different bytes (by default such a case is\n"
                 "refused and nothing is written; regenerating the same bytes is always fine)");
+
+  gen->add_option("--kernel", g->kernel,
+                  "A kernel under review, LIB or LIB:NAME (device/include/lowbit/kernel_plugin.h), that makes the outputs");
+  gen->add_option("--check-elements", g->check_elements,
+                  "--kernel: a case of at most this many elements is checked whole; a larger one on its first and last\n"
+                  "blocks, this many elements together (a format that cannot be cut into blocks: whole)")
+      ->capture_default_str();
+  gen->add_option("--timeout", g->timeout, "--kernel: seconds the kernel may take per case before it is killed")
+      ->capture_default_str();
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
   auto dir = std::make_shared<std::string>(shipped_golden_dir().string());

@@ -13,6 +13,7 @@
 #include "lowbit/plugin_host.hpp"
 #include "lowbit/printable.hpp"
 #include "lowbit/verify.hpp"
+#include "kernel_option.hpp"
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
@@ -70,62 +71,6 @@ std::vector<InputRun> default_inputs(const FormatSpec& f) {
 
 struct SkippedInput {};  // a default input the format cannot take: already reported
 
-// LIB[:NAME] against the plugin's table: the kernel, and its format.
-PluginKernel pick_kernel(const VerifyOptions& o, std::string& library) {
-  library = o.kernel;
-  std::string name;
-  const auto colon = o.kernel.rfind(':');
-  if (colon != std::string::npos && !std::filesystem::exists(o.kernel)) {
-    library = o.kernel.substr(0, colon);
-    name = o.kernel.substr(colon + 1);
-  }
-  if (!std::filesystem::is_regular_file(library)) throw UsageError("--kernel: '" + library + "' is not a file");
-  const std::vector<PluginKernel> kernels = plugin_kernels(library, o.timeout);
-  std::string names;
-  for (const PluginKernel& k : kernels) names += (names.empty() ? "" : ", ") + k.name + " (" + k.format + ")";
-  if (name.empty() && kernels.size() > 1)
-    throw UsageError("--kernel: " + library + " holds " + std::to_string(kernels.size()) + " kernels (" + names +
-                     "); name one as LIB:NAME");
-  for (const PluginKernel& k : kernels)
-    if (name.empty() || k.name == name) {
-      if (!find_format(k.format))
-        throw UsageError("--kernel: " + library + ": kernel '" + k.name + "' implements format '" + k.format +
-                         "', which is not registered");
-      if (!o.format.empty() && o.format != k.format)
-        throw UsageError("--format " + o.format + ": kernel '" + k.name + "' implements " + k.format);
-      return k;
-    }
-  throw UsageError("--kernel: " + library + " has no kernel named '" + name + "' (it has " + names + ")");
-}
-
-// A CUDA-memory kernel: the runner library (LOWBIT_CUDA_RUNNER, else the one beside lowbit) and device
-// 0, found before any case runs; every way that fails is one line naming the kernel, exit 2.
-CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner) {
-  const std::string needs = "kernel '" + k.name + "' in '" + library + "' needs a CUDA device: ";
-  const char* given = std::getenv("LOWBIT_CUDA_RUNNER");
-  if (given && *given) {
-    runner = given;
-  } else {
-    runner = shipped_cuda_runner().string();
-    if (!std::filesystem::exists(runner))
-      throw UsageError(needs + "this lowbit was built without the CUDA runner (no " + runner +
-                       "; LOWBIT_CUDA_RUNNER may name one)");
-  }
-  try {
-    return probe_cuda_device(runner, timeout);
-  } catch (const CudaUnavailable& e) {
-    throw UsageError(needs + e.what());
-  }
-}
-
-// CUDA's version numbers (1000 * major + 10 * minor) as "13.0".
-std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
-std::string device_text(const CudaDevice& d) {
-  return fmt::format("{} (compute capability {}.{}), driver {}, runtime {}", printable(d.name), d.major, d.minor,
-                     cuda_version(d.driver), cuda_version(d.runtime));
-}
-
 std::string case_line(const VerifiedCase& v) {
   if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
   ComparisonTotals n;
@@ -147,7 +92,7 @@ int run_verify(VerifyOptions o) {
   if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
   if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
   std::string library;
-  const PluginKernel picked = pick_kernel(o, library);
+  const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
   note_input_file(library);  // no report or saved case may be written over the plugin
   const FormatSpec& format = *find_format(picked.format);
   KernelUnderReview k{library, picked.name, o.timeout, {}};

@@ -1,0 +1,219 @@
+// Cases made by a kernel under review (kernel_cases.hpp; golden generate --kernel): the cut into head
+// and tail blocks is the reference's own (the reference on a slice is the slice of the reference), a
+// host twin of our CUDA kernels makes the reference's tensors byte for byte, a mutant is refused with
+// its class and nothing is written, and every usage fault is one line, exit 2. The twins and mutants are
+// built beside this test (conformance/CMakeLists.txt).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.hpp"
+#include "lowbit/case.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/kernel_cases.hpp"
+
+using namespace lowbit;
+using namespace lowbit::test;
+
+namespace {
+
+std::string plugin(const std::string& name) { return std::string(LOWBIT_PLUGIN_DIR) + "/" + name + ".so"; }
+
+const char* const kBlockwiseFormats[] = {"torchao.codebook8.signed", "torchao.codebook8.unsigned", "torchao.codebook4.signed",
+                                         "torchao.codebook4.unsigned", "torchao.fp8", "bnb.blockwise8.dynamic",
+                                         "bnb.blockwise8.linear"};
+
+// The cases the reference makes for a spec (optimizers: `steps` steps), complete.
+std::vector<Case> reference_cases(const FormatSpec& f, const nlohmann::json& params, const std::string& spec, int steps) {
+  std::vector<Case> out;
+  for_each_case(f, params, parse_input_spec(spec), steps, {"test", "test"}, [&](CaseToRun c) {
+    out.push_back(run_reference(f, c.inputs));
+    return out.back();
+  });
+  return out;
+}
+
+bool same_tensors(const Case& a, const Case& b) {
+  if (a.tensors.size() != b.tensors.size()) return false;
+  for (const Tensor& t : a.tensors) {
+    const Tensor* u = b.find(t.name);
+    if (!u || u->dtype != t.dtype || u->shape != t.shape || u->bytes != t.bytes) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("the cut into whole blocks is the reference's own: the reference on a slice equals that slice of its outputs") {
+  std::vector<std::string> cut, whole;
+  for (const FormatSpec& f : registered_formats()) {
+    CAPTURE(f.name);
+    const std::optional<Slicing> s = slicing(f, f.default_params);
+    (s ? cut : whole).push_back(f.name);
+    if (!s) continue;
+    // 37 units (partial tails where the format takes them: one unit and 5 elements more)
+    const std::size_t n = s->unit * 37;
+    std::vector<Case> cases;
+    for (const std::string extra : {"+5", ""}) {
+      try {
+        cases = reference_cases(f, f.default_params, "normal:n=" + std::to_string(n + (extra.empty() ? 0 : 5)) + ",seed=4", 2);
+        break;
+      } catch (const std::exception&) {  // torchao quantizes whole blocks only
+      }
+    }
+    REQUIRE(!cases.empty());
+    for (const Case& c : cases) {
+      const std::size_t total = c.require(s->root).element_count();
+      for (const auto& [begin, end] : {std::pair<std::size_t, std::size_t>{0, s->unit * 3},
+                                       {s->unit * 11, s->unit * 20},
+                                       {s->unit * 30, total}}) {
+        CAPTURE(begin);
+        CAPTURE(end);
+        const Case part = slice_case(f, c, *s, f.default_params, begin, end);
+        Case inputs;
+        inputs.metadata = part.metadata;
+        for (const Tensor& t : part.tensors)
+          if (f.tensor(t.name) && std::find(f.outputs.begin(), f.outputs.end(), t.name) == f.outputs.end()) inputs.add(t);
+        CHECK(same_tensors(run_reference(f, inputs), part));
+      }
+    }
+  }
+  // what a kernel's check cuts (every block-wise quantizer and optimizer) and what it checks whole
+  CAPTURE(nlohmann::json(cut).dump());
+  CAPTURE(nlohmann::json(whole).dump());
+  for (const char* name : kBlockwiseFormats) CHECK(std::find(cut.begin(), cut.end(), name) != cut.end());
+  for (const char* name : {"coat.optim.origin.e4m3", "coat.optim.expand.e4m3", "fp8.perblock.e4m3"})
+    CHECK(std::find(cut.begin(), cut.end(), name) != cut.end());
+  for (const char* name : {"torchao.qmap", "coat.act.pergroup", "coat.act.perblock", "coat.fake.symm"}) CHECK(std::find(whole.begin(), whole.end(), name) != whole.end());
+}
+
+TEST_CASE("slice_case refuses cuts that are not whole units") {
+  const FormatSpec& f = *find_format("torchao.codebook4.signed");
+  const std::optional<Slicing> s = slicing(f, f.default_params);
+  REQUIRE(s);
+  CHECK(s->root == "input");
+  CHECK(s->unit == 128);  // the block; even, so packed bytes split cleanly
+  const Case c = reference_cases(f, f.default_params, "normal:n=1024", 1).at(0);
+  CHECK_THROWS_AS(slice_case(f, c, *s, f.default_params, 1, 256), std::invalid_argument);
+  CHECK_THROWS_AS(slice_case(f, c, *s, f.default_params, 0, 200), std::invalid_argument);
+  CHECK_THROWS_AS(slice_case(f, c, *s, f.default_params, 0, 2048), std::invalid_argument);
+  const Case part = slice_case(f, c, *s, f.default_params, 256, 512);
+  CHECK(part.require("codes_packed").element_count() == 128);
+  CHECK(part.require("scale").element_count() == 2);
+  CHECK(part.require("qmap").element_count() == 16);
+}
+
+TEST_CASE("golden generate --kernel: the block-wise host twin makes the reference's tensors, checked whole and by head and tail") {
+  TempDir dir("lowbit_kernel_generate_");
+  for (const char* format : kBlockwiseFormats) {
+    CAPTURE(format);
+    // 40 000 values: whole when --check-elements is the default, head and tail blocks at 4 096
+    for (const std::string check : {"", " --check-elements 4096"}) {
+      const std::string in = "normal:n=40960,seed=5";
+      const Run ref = lowbit_cli("golden generate --format " + std::string(format) + " --input " + in + " --out " + (dir / "ref"));
+      REQUIRE(ref.code == 0);
+      const Run k = lowbit_cli("golden generate --kernel " + plugin("blockwise_host_twin") + ":host-twin." + format +
+                               " --input " + in + " --out " + (dir / "k") + " --replace" + check);
+      CAPTURE(k.output);
+      REQUIRE(k.code == 0);
+      // the head and tail blocks: 2 048 elements each, or one block where blocks are larger (bitsandbytes' 4 096)
+      CHECK(k.output.find(check.empty() ? "every element bit-identical to the reference"
+                                        : std::string(format).starts_with("bnb")
+                                              ? "head: elements [0, 4096) and tail: elements [36864, 40960) of 40960 bit-identical"
+                                              : "head: elements [0, 2048) and tail: elements [38912, 40960) of 40960 bit-identical")
+            != std::string::npos);
+      const std::string file = std::string(format) + "/normal.n40960.seed5.safetensors";
+      const Case a = read_case(dir / ("ref/" + file)), b = read_case(dir / ("k/" + file));
+      CHECK(same_tensors(a, b));
+      for (const char* key : {"format", "params", "seed", "input"}) CHECK(a.meta(key) == b.meta(key));
+      CHECK(b.meta("source").starts_with("kernel host-twin." + std::string(format) + " of blockwise_host_twin.so (sha256 "));
+      CHECK(b.meta("source").ends_with("), host memory"));
+      CHECK(b.meta("generator").ends_with(" --kernel"));
+      CHECK(b.meta("kernel_check").starts_with("outputs bit-identical to the reference on "));
+      // the MANIFEST names the kernel too
+      const nlohmann::json m = nlohmann::json::parse(slurp(dir / "k/MANIFEST.json"));
+      bool listed = false;
+      for (const auto& e : m.at("files"))
+        if (e.at("path") == file) listed = e.at("source") == b.meta("source") && e.at("function") == b.meta("function");
+      CHECK(listed);
+    }
+  }
+}
+
+TEST_CASE("golden generate --kernel: COAT's optimizer twin makes the reference's steps") {
+  TempDir dir("lowbit_kernel_generate_coat_");
+  for (const std::string format : {"coat.optim.origin.e4m3", "coat.optim.expand.e4m3"}) {
+    const std::string args = " --input adam-v:n=3000,seed=3 --steps 2 --out ";
+    REQUIRE(lowbit_cli("golden generate --format " + format + args + (dir / "ref")).code == 0);
+    const Run k = lowbit_cli("golden generate --kernel " + plugin("coat_host_twin") + ":host-twin." + format + args + (dir / "k") +
+                             " --check-elements 1024");
+    CAPTURE(k.output);
+    REQUIRE(k.code == 0);
+    for (const char* step : {"step1", "step2"}) {
+      const std::string file = format + "/adam-v.n3000.seed3." + step + ".safetensors";
+      CHECK(same_tensors(read_case(dir / ("ref/" + file)), read_case(dir / ("k/" + file))));
+    }
+  }
+}
+
+TEST_CASE("golden generate --kernel refuses a mutant's cases with their class and writes nothing") {
+  TempDir dir("lowbit_kernel_refuse_");
+  // torchao's search with ties down: the edges put inputs on the qmap's midpoints
+  const Run ties = lowbit_cli("golden generate --kernel " + plugin("blockwise_mutant_ties_down_host_twin") +
+                              ":host-twin.torchao.codebook8.signed --input normal:n=4096 --input edges --out " + (dir / "out"));
+  CAPTURE(ties.output);
+  CHECK(ties.code == 1);
+  CHECK(ties.output.find("REFUSED  edges: kernel host-twin.torchao.codebook8.signed, all ") != std::string::npos);
+  CHECK(ties.output.find(" tie") != std::string::npos);
+  CHECK(ties.output.find("nothing written") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "out"));
+  // a kernel that leaves the partial last block unquantized: caught by the tail blocks, not the head
+  const Run tail = lowbit_cli("golden generate --kernel " + plugin("mutant_bnb_tail_codes_zero") +
+                              " --input normal:n=50000 --param block_size=256 --check-elements 4096 --out " + (dir / "out"));
+  CAPTURE(tail.output);
+  CHECK(tail.code == 1);
+  CHECK(tail.output.find("tail: elements [47872, 50000): 'codes' ") != std::string::npos);
+  CHECK(tail.output.find("head:") == std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "out"));
+}
+
+TEST_CASE("golden generate --kernel: a bad plugin, an unknown kernel, another format: one line, exit 2") {
+  TempDir dir("lowbit_kernel_bad_");
+  const auto one_line = [&](const std::string& args, const std::string& says) {
+    const Run r = lowbit_cli("golden generate " + args + " --input normal --out " + (dir / "out"));
+    CAPTURE(args);
+    CAPTURE(r.output);
+    CHECK(r.code == 2);
+    CHECK(count_lines(r.output) == 1);
+    CHECK(r.output.find(says) != std::string::npos);
+    CHECK(!std::filesystem::exists(dir / "out"));
+  };
+  one_line("--kernel /nonexistent/k.so", "--kernel: '/nonexistent/k.so' is not a file");
+  one_line("--kernel " + plugin("blockwise_host_twin") + ":no.such.kernel", "has no kernel named 'no.such.kernel'");
+  one_line("--kernel " + plugin("blockwise_host_twin"), "name one as LIB:NAME");
+  one_line("--kernel " + plugin("malformed_no_entry"), "exports no lowbit_plugin_v1");
+  one_line("--kernel " + plugin("blockwise_host_twin") + ":host-twin.torchao.fp8 --format torchao.codebook8.signed",
+           "--format torchao.codebook8.signed: kernel 'host-twin.torchao.fp8' implements torchao.fp8");
+}
+
+TEST_CASE("golden generate --kernel on a CUDA kernel: the device in the provenance; without a device one line, exit 2") {
+  TempDir dir("lowbit_kernel_cuda_");
+  const std::string lib = plugin("cuda_perblock_declared_twin");
+  const std::string fake = "LOWBIT_CUDA_RUNNER=" + plugin("fake_cuda_runner") + " " + std::string(LOWBIT_CLI);
+  const Run none = run_shell("LOWBIT_FAKE_CUDA=no-device " + fake + " golden generate --kernel " + lib +
+                             " --input normal --out " + (dir / "out"));
+  CAPTURE(none.output);
+  CHECK(none.code == 2);
+  CHECK(none.output == "lowbit: error: kernel 'host-twin.fp8.perblock.e4m3' in '" + lib +
+                           "' needs a CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected\n");
+  CHECK(!std::filesystem::exists(dir / "out"));
+  const Run ok = run_shell("LOWBIT_FAKE_CUDA=ok " + fake + " golden generate --kernel " + lib + " --input normal --out " + (dir / "out"));
+  CAPTURE(ok.output);
+  REQUIRE(ok.code == 0);
+  CHECK(ok.output.starts_with("device: lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0\n"));
+  CHECK(ok.output.find(", kernel 0.250 ms") != std::string::npos);
+  const Case c = read_case(dir / "out/fp8.perblock.e4m3/normal.safetensors");
+  CHECK(c.meta("source").ends_with(" on lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0"));
+}

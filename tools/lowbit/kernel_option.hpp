@@ -1,0 +1,36 @@
+#pragma once
+// --kernel LIB[:NAME], as verify, golden generate and audit take it: the plugin's kernel picked from
+// its table, and for a CUDA-memory kernel the CUDA runner and device 0, found before any work. Every
+// way that fails is one line (UsageError, exit 2).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lowbit/kernel_cases.hpp"
+#include "lowbit/plugin_host.hpp"
+
+namespace lowbit::cli {
+
+// LIB or LIB:NAME (LIB alone when the plugin holds one kernel): the library's path into `library`,
+// the kernel, whose format is registered and, when `format` is given, is that format.
+PluginKernel pick_kernel(const std::string& option, const std::string& format, double timeout, std::string& library);
+
+// Every kernel of LIB, or the one LIB:NAME names (its format registered): audit takes a kernel per format.
+std::vector<PluginKernel> pick_kernels(const std::string& option, double timeout, std::string& library);
+
+// A CUDA-memory kernel: the runner library (LOWBIT_CUDA_RUNNER, else the one beside lowbit) into
+// `runner`, and device 0.
+CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner);
+
+std::string cuda_version(int v);              // CUDA's 1000 * major + 10 * minor as "13.0"
+std::string device_text(const CudaDevice& d); // "NAME (compute capability 9.0), driver 13.0, runtime 13.0"
+
+// The plugin library's file as provenance names it: "NAME (sha256 HEX)".
+std::string library_identity(const std::string& library);
+
+// Why a kernel's case is refused, one line a differing tensor, or the kernel's failure:
+// "REFUSED  STEM: kernel K, head: elements [0, 2048): 'codes' 3 of 2048 elements differ from the
+// reference (3 tie)".
+std::string refusal_lines(const std::string& stem, const std::string& kernel, const KernelCase& kc);
+
+}  // namespace lowbit::cli
