@@ -217,3 +217,66 @@ TEST_CASE("golden generate --kernel on a CUDA kernel: the device in the provenan
   const Case c = read_case(dir / "out/fp8.perblock.e4m3/normal.safetensors");
   CHECK(c.meta("source").ends_with(" on lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0"));
 }
+
+// ---- audit --kernel --------------------------------------------------------------------------------
+
+TEST_CASE("audit --kernel: the block-wise host twin's round trips measure what the reference's do; the report says where each ran") {
+  TempDir dir("lowbit_kernel_audit_");
+  // 100 000 values: a partial last block at every size (bitsandbytes and the per-block format take it
+  // as it is, torchao's is padded); head and tail checked at 8 192
+  const std::string args = " --input normal:n=100000,seed=3 --block-sizes 64,256 --formats 'torchao.*,bnb.*,fp8.perblock.e4m3' --quiet";
+  const Run ref = lowbit_cli("audit" + args + " --csv " + (dir / "r.csv"));
+  REQUIRE(ref.code == 0);
+  const Run k = lowbit_cli("audit --kernel " + plugin("blockwise_host_twin") + args + " --check-elements 8192 --csv " +
+                           (dir / "k.csv") + " --report " + (dir / "k.json"));
+  CAPTURE(k.output);
+  REQUIRE(k.code == 0);
+  // the same measures, to the last digit: the reference's own round trip (FormatSpec::round_trip) is the independent side
+  CHECK(slurp(dir / "r.csv") == slurp(dir / "k.csv"));
+  CHECK(k.output.find("checked  normal:n=100000,seed=3 bnb.blockwise8.dynamic block 64: kernel host-twin.bnb.blockwise8.dynamic: "
+                      "head: elements [0, 4096) and tail: elements [95872, 100000) of 100000 bit-identical") != std::string::npos);
+  CHECK(k.output.find("torchao.fp8 block 256: kernel host-twin.torchao.fp8: head: elements [0, 4096) and tail: elements "
+                      "[96000, 100096) of 100096") != std::string::npos);  // padded to whole blocks
+  CHECK(k.output.find("ran on the reference: fp8.perblock.e4m3 64, fp8.perblock.e4m3 256\n") != std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(slurp(dir / "k.json"));
+  CHECK(j.at("kernel").at("library").get<std::string>().starts_with("blockwise_host_twin.so (sha256 "));
+  std::size_t on_kernel = 0, on_reference = 0;
+  for (const auto& row : j.at("rows")) {
+    if (row.at("status") != "ok") continue;
+    if (row.at("format") == "fp8.perblock.e4m3") {
+      CHECK(row.at("ran_on") == "reference");
+      ++on_reference;
+    } else {
+      CHECK(row.at("ran_on") == "kernel host-twin." + row.at("format").get<std::string>());
+      ++on_kernel;
+    }
+  }
+  CHECK(on_kernel == 10);  // the unsigned maps are n/a on signed data
+  CHECK(on_reference == 2);
+}
+
+TEST_CASE("audit --kernel refuses a mutant's round trip and writes no report; a CUDA kernel without a device is one line, exit 2") {
+  TempDir dir("lowbit_kernel_audit_refuse_");
+  const Run tail = lowbit_cli("audit --kernel " + plugin("mutant_bnb_tail_codes_zero") +
+                              " --input normal:n=50000 --block-sizes 256 --formats bnb.blockwise8.dynamic --check-elements 4096 --quiet"
+                              " --report " + (dir / "r.json"));
+  CAPTURE(tail.output);
+  CHECK(tail.code == 1);
+  CHECK(tail.output.find("REFUSED  normal:n=50000 bnb.blockwise8.dynamic block 256: kernel tail-block-codes-left-zero, tail: "
+                         "elements [47872, 50000): 'codes' ") != std::string::npos);
+  CHECK(tail.output.find("no report written") != std::string::npos);
+  CHECK(!std::filesystem::exists(dir / "r.json"));
+  const std::string lib = plugin("cuda_perblock_declared_twin");
+  const Run none = run_shell("LOWBIT_FAKE_CUDA=no-device LOWBIT_CUDA_RUNNER=" + plugin("fake_cuda_runner") + " " +
+                             std::string(LOWBIT_CLI) + " audit --kernel " + lib + " --input normal:n=4096 --quiet --report " +
+                             (dir / "r.json"));
+  CAPTURE(none.output);
+  CHECK(none.code == 2);
+  CHECK(none.output == "lowbit: error: kernel 'host-twin.fp8.perblock.e4m3' in '" + lib +
+                           "' needs a CUDA device: cudaGetDeviceCount: no CUDA-capable device is detected\n");
+  CHECK(!std::filesystem::exists(dir / "r.json"));
+  const Run bad = lowbit_cli("audit --kernel " + plugin("blockwise_host_twin") + ":nope --input normal:n=4096 --quiet");
+  CHECK(bad.code == 2);
+  CHECK(count_lines(bad.output) == 1);
+  CHECK(bad.output.find("has no kernel named 'nope'") != std::string::npos);
+}

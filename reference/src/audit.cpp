@@ -181,6 +181,16 @@ Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_s
   return finish(combine(partials), x.size(), block_size, negative);
 }
 
+Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads,
+              const WholeRoundTrip& round_trip) {
+  const bool negative = checked_sign(f, x, block_size);
+  const std::vector<float> xh = round_trip(x, block_size);
+  if (xh.size() != x.size()) throw std::invalid_argument(f.name + ": the round trip returned another length");
+  Metrics m = measure(x, xh, block_size, threads);
+  m.is_signed = negative;
+  return m;
+}
+
 void check_input(const std::string& text) {
   const InputSpec spec = parse_input_spec(text);
   if (spec.kind == "edges")

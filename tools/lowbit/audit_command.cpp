@@ -7,8 +7,10 @@
 #include <chrono>
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <new>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -17,8 +19,10 @@
 #include "lowbit/audit.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/case.hpp"
+#include "lowbit/kernel_cases.hpp"
 #include "lowbit/manifest.hpp"
 #include "lowbit/printable.hpp"
+#include "kernel_option.hpp"
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
@@ -42,6 +46,22 @@ struct AuditOptions {
   int steps = 300;
   double lr = 1e-2;
   std::uint64_t seed = 1;
+  std::string kernel;  // LIB[:NAME]: round trips through the plugin's kernels (kernel_cases.hpp)
+  std::uint64_t check_elements = std::uint64_t{1} << 20;
+  double timeout = 600;
+  nlohmann::json kernel_record;  // what the reports say of the plugin, its kernels and device
+};
+
+// --kernel: the kernel that stands for each format's round trip, and how it runs.
+struct RoundTripKernels {
+  std::string library;
+  std::map<std::string, PluginKernel> by_format;
+  std::string cuda_runner;
+};
+
+// A configuration whose kernel outputs the reference refused: no report is written.
+struct KernelRefused {
+  std::string report;
 };
 
 struct Source {
@@ -55,6 +75,7 @@ struct Row {
   std::size_t block;
   std::string note;  // non-empty: not run, and why
   audit::Metrics m;
+  std::string ran_on = "reference";  // or "kernel NAME" (--kernel)
 };
 
 struct InputInfo {
@@ -98,6 +119,22 @@ std::string to_csv(const std::vector<Row>& rows) {
   return out;
 }
 
+// --kernel: which configurations ran on a kernel and which on the reference, per kernel.
+std::string ran_on_text(const AuditOptions& o, const std::vector<Row>& rows, bool markdown) {
+  std::map<std::string, std::string> lists;  // ran_on -> "format block, ..." (first input's rows: the same for all)
+  for (const Row& r : rows) {
+    if (!r.note.empty() || r.input != rows.front().input) continue;
+    std::string& list = lists[r.ran_on];
+    list += fmt::format("{}{} {}", list.empty() ? "" : ", ", r.format->name, r.block);
+  }
+  std::string text = fmt::format("Kernels of {}{}: each configuration's head and tail blocks (or all of it) bit-identical "
+                                 "to the reference before it was measured.\n",
+                                 o.kernel_record.value("library", ""),
+                                 o.kernel_record.contains("device") ? " on " + o.kernel_record["device"].get<std::string>() : "");
+  for (const auto& [on, list] : lists) text += fmt::format("{}ran on the {}: {}\n", markdown ? "\n" : "  ", on, list);
+  return markdown ? text : "  " + text;
+}
+
 nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows) {
   nlohmann::json j = {{"tool", "lowbit"}, {"version", version()}, {"command", "audit"}};
   j["formats"] = nlohmann::json::array();
@@ -105,9 +142,11 @@ nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inpu
   j["block_sizes"] = o.block_sizes;
   j["inputs"] = nlohmann::json::array();
   for (const InputInfo& i : inputs) j["inputs"].push_back({{"name", i.name}, {"n", i.n}, {"signed", i.is_signed}});
+  if (!o.kernel.empty()) j["kernel"] = o.kernel_record;
   j["rows"] = nlohmann::json::array();
   for (const Row& r : rows) {
     nlohmann::json row = {{"input", r.input}, {"format", r.format->name}, {"block_size", r.block}};
+    if (!o.kernel.empty() && r.note.empty()) row["ran_on"] = r.ran_on;
     if (!r.note.empty()) {
       row["status"] = "n/a";
       row["note"] = r.note;
@@ -137,6 +176,7 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
   std::string md = fmt::format("# Round-trip error audit\n\nlowbit {}; formats {}; block sizes", version(), joined);
   for (std::size_t k = 0; k < o.block_sizes.size(); ++k) md += fmt::format("{}{}", k ? ", " : " ", o.block_sizes[k]);
   md += ". Definitions of the measures: docs/audit.md.\n";
+  if (!o.kernel.empty()) md += "\n" + ran_on_text(o, rows, true);
   for (const InputInfo& in : inputs) {
     md += fmt::format("\n## {}\n\n{} values, {}.\n", markdown_code(in.name), in.n,  // FILE:tensor names from a file
                       in.is_signed ? "with negative values" : "non-negative (COAT's second-moment path)");
@@ -305,6 +345,31 @@ int run_trajectory(AuditOptions o) {
   return kConformant;
 }
 
+// --kernel: the plugin's kernels, one per format (LIB:NAME picks one), and the CUDA device when one
+// takes CUDA memory; recorded in o.kernel_record for the reports.
+RoundTripKernels pick_round_trip_kernels(AuditOptions& o) {
+  if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+  if (o.check_elements < 1) throw UsageError("--check-elements must be at least 1");
+  RoundTripKernels k;
+  for (const PluginKernel& p : pick_kernels(o.kernel, o.timeout, k.library)) {
+    if (k.by_format.contains(p.format))
+      throw UsageError("--kernel: " + k.library + " holds two kernels of " + p.format + " ('" + k.by_format.at(p.format).name +
+                       "', '" + p.name + "'); name one as LIB:NAME");
+    k.by_format.emplace(p.format, p);
+  }
+  note_input_file(k.library);
+  o.kernel_record = {{"library", library_identity(k.library)}, {"kernels", nlohmann::json::object()}};
+  for (const auto& [format, p] : k.by_format) o.kernel_record["kernels"][format] = p.name;
+  for (const auto& [format, p] : k.by_format)
+    if (!p.host) {
+      const CudaDevice device = cuda_device_for(p, k.library, o.timeout, k.cuda_runner);
+      fmt::print("device: {}\n", device_text(device));
+      o.kernel_record["device"] = device_text(device);
+      break;
+    }
+  return k;
+}
+
 int run_audit(AuditOptions o) {
   if (o.trajectory) return run_trajectory(std::move(o));
   const std::vector<const FormatSpec*> formats = selected(o.formats, audit::formats);
@@ -324,6 +389,8 @@ int run_audit(AuditOptions o) {
     }
   }
   if (!o.tensors.empty() && o.state.empty()) throw UsageError("--tensors needs --state FILE");
+  std::optional<RoundTripKernels> kernels;
+  if (!o.kernel.empty()) kernels = pick_round_trip_kernels(o);
   o.output.prepare();
   check_csv_path(o.csv_path, o.output);
 
@@ -361,40 +428,66 @@ int run_audit(AuditOptions o) {
   std::uint64_t total = 0, done = 0;
   Progress progress("audit", o.quiet);
   const auto t0 = std::chrono::steady_clock::now();
-  for (std::size_t s = 0; s < sources.size(); ++s) {
-    const Source& src = sources[s];
-    std::vector<float> x;
-    if (src.state_tensor.empty()) {
-      try {
-        x = audit::make_input(src.name);
-      } catch (const std::invalid_argument& e) {
-        throw UsageError(fmt::format("--input: {}", e.what()));
-      } catch (const std::bad_alloc&) {
-        throw UsageError(fmt::format("--input '{}': out of memory making its values (docs/audit.md#memory)", src.name));
-      }
-    } else {
-      x = tensor_values(state.require(src.state_tensor), o.state);
-    }
-    if (s == 0) total = static_cast<std::uint64_t>(sources.size()) * formats.size() * o.block_sizes.size();
-    bool is_signed = false;
-    for (float v : x) is_signed = is_signed || v < 0.0f;
-    infos.push_back({src.name, x.size(), is_signed});
-    for (const FormatSpec* f : formats)
-      for (long long b : o.block_sizes) {
-        const auto block = static_cast<std::size_t>(b);
-        Row r{src.name, f, block, audit::not_applicable(*f, block, is_signed), {}};
-        if (r.note.empty()) {
-          try {
-            r.m = audit::audit(*f, x, r.block, o.threads);
-          } catch (const std::invalid_argument& e) {
-            throw UsageError(fmt::format("{}: {}", src.name, e.what()));
-          } catch (const std::bad_alloc&) {
-            throw UsageError(fmt::format("{}: out of memory auditing {} (docs/audit.md#memory)", src.name, f->name));
-          }
+  try {
+    for (std::size_t s = 0; s < sources.size(); ++s) {
+      const Source& src = sources[s];
+      std::vector<float> x;
+      if (src.state_tensor.empty()) {
+        try {
+          x = audit::make_input(src.name);
+        } catch (const std::invalid_argument& e) {
+          throw UsageError(fmt::format("--input: {}", e.what()));
+        } catch (const std::bad_alloc&) {
+          throw UsageError(fmt::format("--input '{}': out of memory making its values (docs/audit.md#memory)", src.name));
         }
-        rows.push_back(std::move(r));
-        progress.update(++done, total);
+      } else {
+        x = tensor_values(state.require(src.state_tensor), o.state);
       }
+      if (s == 0) total = static_cast<std::uint64_t>(sources.size()) * formats.size() * o.block_sizes.size();
+      bool is_signed = false;
+      for (float v : x) is_signed = is_signed || v < 0.0f;
+      infos.push_back({src.name, x.size(), is_signed});
+      for (const FormatSpec* f : formats)
+        for (long long b : o.block_sizes) {
+          const auto block = static_cast<std::size_t>(b);
+          Row r{src.name, f, block, audit::not_applicable(*f, block, is_signed), {}};
+          const auto kernel = kernels ? kernels->by_format.find(f->name) : decltype(kernels->by_format)::iterator{};
+          if (r.note.empty() && kernels && kernel != kernels->by_format.end() && kernel_round_trips(*f)) {
+            r.ran_on = "kernel " + kernel->second.name;
+            const KernelUnderReview k{kernels->library, kernel->second.name, o.timeout, kernels->cuda_runner};
+            try {
+              r.m = audit::audit(*f, x, r.block, o.threads, [&](std::span<const float> xs, std::size_t b) {
+                std::vector<float> xh;
+                const KernelCase kc = kernel_round_trip(k, *f, xs, b, o.check_elements, xh);
+                const std::string what = fmt::format("{} {} block {}", src.name, f->name, b);
+                if (!kc.trusted()) throw KernelRefused{refusal_lines(what, k.kernel, kc)};
+                fmt::print("checked  {}: kernel {}: {} bit-identical to the reference{}\n", printable(what), printable(k.kernel),
+                           kc.sample_text(), kc.kernel_ms ? fmt::format(", kernel {:.3f} ms", *kc.kernel_ms) : "");
+                std::fflush(stdout);
+                return xh;
+              });
+            } catch (const std::invalid_argument& e) {
+              throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+            } catch (const std::bad_alloc&) {
+              throw UsageError(fmt::format("{}: out of memory auditing {} (docs/audit.md#memory)", src.name, f->name));
+            }
+          } else if (r.note.empty()) {
+            try {
+              r.m = audit::audit(*f, x, r.block, o.threads);
+            } catch (const std::invalid_argument& e) {
+              throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+            } catch (const std::bad_alloc&) {
+              throw UsageError(fmt::format("{}: out of memory auditing {} (docs/audit.md#memory)", src.name, f->name));
+            }
+          }
+          rows.push_back(std::move(r));
+          progress.update(++done, total);
+        }
+    }
+  } catch (const KernelRefused& refused) {
+    progress.finish();
+    fmt::print("{}audit: kernel outputs differ from the reference's; no report written\n", refused.report);
+    return kNotConformant;
   }
   progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -411,6 +504,7 @@ int run_audit(AuditOptions o) {
       fmt::print("{}\n", line);
     }
   }
+  if (kernels) fmt::print("{}", ran_on_text(o, rows, false));
   fmt::print("audit: {} rows in {:.1f} s on {} thread(s)\n", rows.size(), seconds, o.threads);
   std::vector<std::pair<std::string, std::string>> csv_file;
   if (!o.csv_path.empty()) csv_file.emplace_back(o.csv_path, to_csv(rows));
@@ -451,6 +545,16 @@ Subcommand add_audit_command(CLI::App& parent) {
                 "Instead: train a least-squares problem with each registered optimizer format (torchao Adam on dense, "
                 "8-bit, 4-bit and FP8 states, bitsandbytes 8-bit, COAT FP8 with and without expansion); loss and "
                 "distance to the dense float32 run per step (--csv, --report, --markdown)");
+  cmd->add_option("--kernel", o->kernel,
+                  "A plugin (device/include/lowbit/kernel_plugin.h), LIB or LIB:NAME: each format it has a quantizer kernel\n"
+                  "for round-trips through that kernel (host or CUDA memory, in a child process) instead of the reference,\n"
+                  "once its head and tail blocks (or all of it, --check-elements) are bit-identical to the reference's;\n"
+                  "the other formats run on the reference. The reports say which ran where");
+  cmd->add_option("--check-elements", o->check_elements,
+                  "--kernel: an input of at most this many elements is checked whole, a larger one on its first and last\n"
+                  "blocks, this many elements together")
+      ->capture_default_str();
+  cmd->add_option("--timeout", o->timeout, "--kernel: seconds a kernel may take per configuration")->capture_default_str();
   cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
   cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();

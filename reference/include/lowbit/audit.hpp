@@ -5,6 +5,7 @@
 // whole blocks, per-block sums are combined in block order, so the numbers are the same bytes for
 // any thread count. Inputs come from generators.hpp (parse_input_spec, generate_inputs).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,13 @@ Metrics measure(std::span<const float> x, std::span<const float> xhat, std::size
 
 // round_trip and measure in one pass, chunk by chunk (no full-size copy of x^).
 Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads = 1);
+
+// A round trip in place of the format's (audit --kernel: a kernel's quantize then dequantize), given
+// the whole tensor at once: the x.size() values of x^.
+using WholeRoundTrip = std::function<std::vector<float>(std::span<const float> x, std::size_t block_size)>;
+// audit with that round trip: the same checks of x and the block size, the same measures.
+Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads,
+              const WholeRoundTrip& round_trip);
 
 // The values of an input spec for the audit (generators.hpp kinds; edges, which belong to one format,
 // are refused). std::invalid_argument on a bad spec.

@@ -68,10 +68,10 @@ KernelCase run_checked_kernel(const KernelUnderReview& k, const FormatSpec& f, c
 // `input` and writes `dequant` (an optimizer step cannot).
 bool kernel_round_trips(const FormatSpec& f);
 
-// The audit's round trip through a kernel (audit --kernel): x (finite) zero-padded to whole blocks, as
-// the reference's torchao round trips pad it (the padding changes no real element of an absmax-scaled
-// block), with the format's default params at block_size and its auxiliary inputs (the default qmap),
-// through run_checked_kernel; on success xhat holds the first x.size() values of the kernel's dequant.
+// The audit's round trip through a kernel (audit --kernel): x (finite), zero-padded to whole blocks
+// where the format's reference refuses a partial block (torchao's; its reference round trip pads so),
+// with the format's default params at block_size and its auxiliary inputs (the default qmap), through
+// run_checked_kernel; on success xhat holds the first x.size() values of the kernel's dequant.
 KernelCase kernel_round_trip(const KernelUnderReview& k, const FormatSpec& f, std::span<const float> x, std::size_t block_size,
                              std::uint64_t check_elements, std::vector<float>& xhat);
 
