@@ -45,6 +45,16 @@ expect "the packed lowbit runs from the pack and finds its golden cases" test $?
 bash device/gpu-checks.sh --prefix "$tmp/pack" "$tmp/run" >/dev/null 2>&1
 expect "gpu-checks.sh without a GPU exits 2" test $? -eq 2
 expect "... and its summary records why" grep -q "lowbit-gpu-checks: exit 2" "$tmp/run/summary.md"
+expect "... its generate-and-audit step says it skipped for want of a GPU" grep -q "^skipped: no GPU (" "$tmp/run/kernel-generate-audit.md"
+expect "... and exits 0 so" grep -q "kernel-generate-audit: exit 0" "$tmp/run/summary.md"
+# golden generate and audit through a CUDA kernel without a GPU: one line, exit 2 (issue 14 item 3b)
+for cmd in "golden generate --kernel $tmp/pack/plugins/cuda_blockwise_plugin.so:cuda.torchao.fp8 --input normal --out $tmp/g" \
+           "audit --kernel $tmp/pack/plugins/cuda_blockwise_plugin.so --input normal:n=4096 --quiet --report $tmp/a.json"; do
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$tmp/pack/lib" "$tmp/pack/bin/lowbit" $cmd >"$tmp/stdout" 2>"$tmp/stderr"
+  expect "lowbit ${cmd%% --kernel*} on a CUDA kernel without a GPU exits 2" test $? -eq 2
+  expect "... with one line saying it needs a CUDA device" test "$(wc -l <"$tmp/stderr")" -eq 1 -a -n "$(grep "needs a CUDA device: " "$tmp/stderr")"
+  expect "... and writes nothing" test ! -e "$tmp/g" -a ! -e "$tmp/a.json"
+done
 bash device/gpu-checks.sh --prefix "$tmp/nothing" "$tmp/run2" >/dev/null 2>"$tmp/stderr"
 expect "gpu-checks.sh with no programs exits 2" test $? -eq 2
 expect "... naming the missing program" grep -q "lowbit-gpu-checks is missing" "$tmp/stderr"

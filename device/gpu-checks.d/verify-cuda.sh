@@ -17,26 +17,7 @@
 #            driver and runtime versions, the kernel time of every case) and NAME.log (its output).
 # Exits 0 when both results are as expected, 1 otherwise, 2 on bad usage.
 set -u
-if [ $# -ne 2 ]; then
-  echo "usage: verify-cuda.sh BIN_DIR OUT_DIR" >&2
-  exit 2
-fi
-bin=$1
-out=$2
-lowbit=${LOWBIT:-}
-if [ -z "$lowbit" ]; then
-  lowbit=$bin/lowbit
-  [ -x "$lowbit" ] || lowbit=$bin/../tools/lowbit/lowbit
-fi
-plugins=${LOWBIT_PLUGIN_DIR:-}
-if [ -z "$plugins" ]; then
-  plugins=$bin/../plugins
-  [ -d "$plugins" ] || plugins=$bin/../conformance/plugins
-fi
-if [ ! -x "$lowbit" ]; then
-  echo "verify-cuda: no lowbit command at $lowbit" >&2
-  exit 2
-fi
+. "$(dirname "$0")/../gpu-checks-programs.sh" "$@"  # $bin, $out, $lowbit, $plugins
 mkdir -p "$out" || exit 2
 
 status=0
