@@ -72,8 +72,10 @@ for spec in "torchao.codebook8.signed $n" "torchao.fp8 $n" "bnb.blockwise8.dynam
   [ -f "$scratch/golden-$1/MANIFEST.json" ] && cp "$scratch/golden-$1/MANIFEST.json" "$out/kernel-golden-$1.json"
   rm -rf "$scratch/golden-$1"
 done
-# audit: every block-wise format of the plugin at two block sizes, on the kernels (none on the reference)
-run kernel-audit "$lowbit" audit --kernel "$plugin" --input "normal:n=$n,seed=2" --block-sizes 256,4096 --check-elements "$check" \
+# audit: every block-wise format of the plugin at two block sizes, on the kernels (none on the reference): signed
+# values, and non-negative ones for the unsigned maps (n/a on signed data)
+run kernel-audit "$lowbit" audit --kernel "$plugin" --input "normal:n=$n,seed=2" --input "uniform:n=$n,seed=3,lo=0,hi=1" \
+  --block-sizes 256,4096 --check-elements "$check" \
   --formats 'torchao.*,bnb.blockwise8.*' --report "$out/kernel-audit.json" --markdown "$out/kernel-audit.md" \
   --csv "$out/kernel-audit.csv" --quiet
 printf '%s' "$details" >>"$md"

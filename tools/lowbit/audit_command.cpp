@@ -11,6 +11,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -121,9 +122,10 @@ std::string to_csv(const std::vector<Row>& rows) {
 
 // --kernel: which configurations ran on a kernel and which on the reference, per kernel.
 std::string ran_on_text(const AuditOptions& o, const std::vector<Row>& rows, bool markdown) {
-  std::map<std::string, std::string> lists;  // ran_on -> "format block, ..." (first input's rows: the same for all)
+  std::map<std::string, std::string> lists;  // ran_on -> "format block, ..." over every input's rows, each once
+  std::set<std::pair<std::string, std::size_t>> listed;
   for (const Row& r : rows) {
-    if (!r.note.empty() || r.input != rows.front().input) continue;
+    if (!r.note.empty() || !listed.insert({r.format->name, r.block}).second) continue;
     std::string& list = lists[r.ran_on];
     list += fmt::format("{}{} {}", list.empty() ? "" : ", ", r.format->name, r.block);
   }
