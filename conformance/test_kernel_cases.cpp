@@ -279,4 +279,7 @@ TEST_CASE("audit --kernel refuses a mutant's round trip and writes no report; a 
   CHECK(bad.code == 2);
   CHECK(count_lines(bad.output) == 1);
   CHECK(bad.output.find("has no kernel named 'nope'") != std::string::npos);
+  const Run trajectory = lowbit_cli("audit --trajectory --steps 2 --kernel " + plugin("blockwise_host_twin"));
+  CHECK(trajectory.code == 2);
+  CHECK(trajectory.output == "lowbit: error: --kernel measures round trips; --trajectory runs the reference's optimizer steps only\n");
 }

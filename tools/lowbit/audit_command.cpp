@@ -373,6 +373,8 @@ RoundTripKernels pick_round_trip_kernels(AuditOptions& o) {
 }
 
 int run_audit(AuditOptions o) {
+  if (o.trajectory && !o.kernel.empty())
+    throw UsageError("--kernel measures round trips; --trajectory runs the reference's optimizer steps only");
   if (o.trajectory) return run_trajectory(std::move(o));
   const std::vector<const FormatSpec*> formats = selected(o.formats, audit::formats);
   o.formats.clear();  // the names, globs expanded
