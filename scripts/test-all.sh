@@ -2,8 +2,10 @@
 # Every test: set up, build, run all CTest suites including the slow exhaustive float32 sweeps;
 # then the fast suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and a fuzz smoke
 # run (clang + libFuzzer): the case reader (100 000 executions) and the pipeline fuzzers (inspect,
-# compare, conform; scripts/fuzz-smoke.sh). Ends with one line: "test-all: N passed, N failed" (CTest
-# tests of both runs, plus each fuzz target and the seed check), or the stage that failed.
+# compare, conform; scripts/fuzz-smoke.sh); between them the Python package (docs/python.md): built
+# into .venv by scripts/setup-python.sh, its pytest suite run. Ends with one line: "test-all: N passed,
+# N failed" (CTest tests of both runs, the pytest tests, each fuzz target and the seed check), or the
+# stage that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,6 +26,18 @@ count_ctest() {
   failed=$((failed + fails))
 }
 
+# Adds pytest's counts from its last line ("52 passed, 9 skipped in 41.2s"; failures and errors fail).
+count_pytest() {
+  local line n
+  line=$(grep -E "^[0-9]+ (passed|failed|skipped|error)" "$log" | tail -n 1)
+  for kind in passed failed error errors; do
+    n=$(grep -oE "[0-9]+ $kind\b" <<<"$line" | grep -oE "^[0-9]+" || true)
+    n=${n:-0}
+    case $kind in passed) passed=$((passed + n)) ;; *) failed=$((failed + n)) ;; esac
+  done
+  echo "test-all: python: $line"
+}
+
 bash scripts/setup.sh
 bash scripts/setup-crosscheck.sh || echo "test-all: no safetensors package; its cross-check will report itself skipped" >&2
 bash scripts/setup-bnb-cpu.sh >/dev/null ||
@@ -33,6 +47,13 @@ bash scripts/build.sh release
 stage="release tests"
 ctest --preset release 2>&1 | tee "$log"
 count_ctest
+stage="python package"
+bash scripts/setup-python.sh
+stage="python tests"
+# -rs lists each skipped test with its reason (torch, torchao or bitsandbytes missing); pytest exits
+# 5 when it collected no test, which fails this stage like any other failure
+.venv/bin/python -m pytest python/tests -q -rs -p no:cacheprovider 2>&1 | tee "$log"
+count_pytest
 stage="sanitizer build"
 bash scripts/build.sh sanitize
 stage="sanitizer tests"

@@ -126,3 +126,58 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
 }
 
 }  // namespace lowbit
+
+namespace lowbit {
+
+std::vector<InputRun> default_input_runs(const FormatSpec& f) {
+  if (!takes_input(f)) return {};
+  const nlohmann::json& defaults = f.default_params;
+  // An optimizer whose default weight_decay is 0 also takes steps with AdamW's usual 0.01: where the
+  // decay is applied (before or after the update) is invisible without it.
+  if (f.fresh_state) {
+    std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", defaults}, {"adam-v:n=4096,seed=2", defaults}};
+    if (defaults.contains("weight_decay") && defaults.at("weight_decay").get<double>() == 0.0) {
+      nlohmann::json decayed = defaults;
+      decayed["weight_decay"] = 0.01;
+      runs.push_back({"normal:n=4096,seed=3,std=0.5", decayed});
+    }
+    return runs;
+  }
+  std::vector<InputRun> runs;
+  auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
+  if (f.edge_inputs) push("edges");
+  if (f.edge_inputs && f.default_params.contains("block_size")) push("scaled-edges");
+  push("special");  // 18 values: one partial block
+  // the special values again, cycled over one whole block, for the formats that quantize whole
+  // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
+  if (f.default_params.contains("block_size")) push("special:n=" + f.default_params.at("block_size").dump());
+  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) push(s);
+  return runs;
+}
+
+namespace {
+struct UnfitInput {};  // a battery input the format cannot take: on_skip has it
+}  // namespace
+
+void for_each_reference_case(const FormatSpec& format, const InputRun& run, int steps, const MadeBy& made_by,
+                             bool skip_unfit, const std::function<void(const std::string& stem, const Case& c)>& on_case,
+                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip) {
+  const InputSpec spec = parse_input_spec(run.spec);
+  try {
+    for_each_case(format, run.params, spec, steps, made_by, [&](CaseToRun c) {
+      Case expected;
+      try {
+        expected = run_reference(format, c.inputs);
+      } catch (const CaseError& e) {
+        if (!skip_unfit) throw;
+        on_skip(c.stem, e.what());
+        throw UnfitInput{};
+      }
+      on_case(c.stem, expected);
+      return expected;  // the next step starts from the reference's state
+    });
+  } catch (const UnfitInput&) {
+  }
+}
+
+}  // namespace lowbit

@@ -3,7 +3,10 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
+
+#include "lowbit/sha256.hpp"
 
 namespace lowbit {
 
@@ -129,6 +132,11 @@ DequantizedState dequantized_state(const FormatSpec& f, const Case& c) {
   for (const std::string& name : f.dequantize_reads)
     if (!c.find(name)) return {{}, "tensor '" + name + "' is missing"};
   return {naming_the_case(f, c, [&] { return f.dequantize(c, resolve_params(f, c.params())); }), {}};
+}
+
+std::string dequantized_signature(std::span<const float> values) {
+  static_assert(std::endian::native == std::endian::little, "the signature hashes little-endian float32 bytes");
+  return sha256_hex({reinterpret_cast<const std::uint8_t*>(values.data()), values.size_bytes()});
 }
 
 Case advanced_state(const Case& done) {

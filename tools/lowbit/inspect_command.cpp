@@ -79,9 +79,8 @@ int run_inspect(const std::string& path) {
     return kConformant;
   }
   const std::vector<float>& d = state.values;
-  const auto* bytes = reinterpret_cast<const std::uint8_t*>(d.data());
   fmt::print("dequantized state ({}):\n  {}\n  signature (sha256 of the dequantized float32 values): {}\n", spec->name,
-             describe(summarize(d)), sha256_hex({bytes, d.size() * sizeof(float)}));
+             describe(summarize(d)), dequantized_signature(d));
   return kConformant;
 }
 

@@ -36,41 +36,6 @@ struct VerifyOptions {
   ReportOutput output;
 };
 
-// One input spec verify runs, with the params its cases are made with.
-struct InputRun {
-  std::string spec;
-  nlohmann::json params;
-};
-
-// The inputs verify runs when none is given: the format's boundaries, special values and two
-// random distributions (the separating battery of the verify issue grows this list). An optimizer
-// whose default weight_decay is 0 also takes steps with AdamW's usual 0.01: where the decay is
-// applied (before or after the update) is invisible without it.
-std::vector<InputRun> default_inputs(const FormatSpec& f) {
-  const nlohmann::json& defaults = f.default_params;
-  if (f.fresh_state) {
-    std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", defaults}, {"adam-v:n=4096,seed=2", defaults}};
-    if (defaults.contains("weight_decay") && defaults.at("weight_decay").get<double>() == 0.0) {
-      nlohmann::json decayed = defaults;
-      decayed["weight_decay"] = 0.01;
-      runs.push_back({"normal:n=4096,seed=3,std=0.5", decayed});
-    }
-    return runs;
-  }
-  std::vector<InputRun> runs;
-  auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
-  if (f.edge_inputs) push("edges");
-  if (f.edge_inputs && f.default_params.contains("block_size")) push("scaled-edges");
-  push("special");  // 18 values: one partial block
-  // the special values again, cycled over one whole block, for the formats that quantize whole
-  // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
-  if (f.default_params.contains("block_size")) push("special:n=" + f.default_params.at("block_size").dump());
-  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) push(s);
-  return runs;
-}
-
-struct SkippedInput {};  // a default input the format cannot take: already reported
-
 std::string case_line(const VerifiedCase& v) {
   if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
   ComparisonTotals n;
@@ -117,7 +82,7 @@ int run_verify(VerifyOptions o) {
   const bool defaults = o.inputs.empty();
   std::vector<InputRun> runs;
   for (const std::string& text : o.inputs) runs.push_back({text, format.default_params});
-  if (defaults && takes_input(format)) runs = default_inputs(format);
+  if (defaults && takes_input(format)) runs = default_input_runs(format);
   if (!o.save_cases.empty()) std::filesystem::create_directories(o.save_cases);
 
   std::vector<VerifiedCase> results;
@@ -137,31 +102,18 @@ int run_verify(VerifyOptions o) {
     CaseToRun c = table_case(format, params, made_by);
     record(verify_case(k, format, run_reference(format, c.inputs), policy, c.stem));
   }
-  for (const auto& [text, run_params] : runs) {
-    InputSpec spec;
+  for (const InputRun& run : runs) {
     try {
-      spec = parse_input_spec(text);
-    } catch (const std::exception& e) {
-      throw UsageError("--input '" + text + "': " + e.what());
-    }
-    try {
-      for_each_case(format, run_params, spec, o.steps, made_by, [&](CaseToRun c) {
-        Case expected;
-        try {
-          expected = run_reference(format, c.inputs);
-        } catch (const CaseError& e) {
-          if (!defaults) throw;
-          fmt::print("skipped  {}: {}\n", printable(c.stem), printable(e.what()));
-          throw SkippedInput{};
-        }
-        record(verify_case(k, format, expected, policy, c.stem));
-        return expected;  // the next step starts from the reference's state
-      });
-    } catch (const SkippedInput&) {
+      for_each_reference_case(
+          format, run, o.steps, made_by, defaults,
+          [&](const std::string& stem, const Case& expected) { record(verify_case(k, format, expected, policy, stem)); },
+          [&](const std::string& stem, const std::string& why) {
+            fmt::print("skipped  {}: {}\n", printable(stem), printable(why));
+          });
     } catch (const PluginError&) {
       throw;
-    } catch (const std::exception& e) {  // an input the format cannot take, named as the user gave it
-      throw UsageError("--input '" + text + "': " + e.what());
+    } catch (const std::exception& e) {  // a bad spec, or an input the format cannot take, named as the user gave it
+      throw UsageError("--input '" + run.spec + "': " + e.what());
     }
   }
   if (!o.no_golden && std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json")) {

@@ -39,6 +39,26 @@ CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, con
 // A name as a file name: every character but letters, digits, '.', '-' and '_' becomes '_'.
 std::string file_name_safe(std::string name);
 
+// One input spec of a battery, with the params its cases are made with.
+struct InputRun {
+  std::string spec;
+  nlohmann::json params;
+};
+
+// The inputs verify runs when none is given (and the Python package's default battery): the format's
+// boundaries, special values and random distributions, or for an optimizer steps from a few
+// parameters. Empty for a format that takes no input (its one case is table_case's).
+std::vector<InputRun> default_input_runs(const FormatSpec& f);
+
+// Every case of one run after the reference ran on it, in order (an optimizer's `steps` steps, each
+// from the reference's state after the previous one): on_case(stem, the complete case). When
+// skip_unfit (the default battery), a case the format cannot take (CaseError from the reference:
+// COAT's activations want 2-D tiles, torchao whole blocks) ends the run with on_skip(stem, why);
+// otherwise that error is thrown. A bad spec: std::invalid_argument. Exceptions of on_case propagate.
+void for_each_reference_case(const FormatSpec& format, const InputRun& run, int steps, const MadeBy& made_by,
+                             bool skip_unfit, const std::function<void(const std::string& stem, const Case& c)>& on_case,
+                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip);
+
 // Whether the format's cases are made from an input spec (it reads `input`, or steps an optimizer).
 bool takes_input(const FormatSpec& format);
 

@@ -126,6 +126,10 @@ struct DequantizedState {
   std::string unavailable;
 };
 DequantizedState dequantized_state(const FormatSpec& f, const Case& c);
+// The signature of dequantized values (inspect's, and the Python package's state_signature): the
+// lower-case hex sha256 of the float32 values' little-endian bytes in element order, so the same
+// values stored in another layout (block size, packing, dtype of the codes) sign alike.
+std::string dequantized_signature(std::span<const float> values);
 
 // Optimizer steps: the state after a step as the next step's state. Each "X.next" output becomes X;
 // a format without "step.next" (bitsandbytes, COAT: step is the update's own number) counts its

@@ -1,0 +1,176 @@
+"""lowbit: the bit-exact reference of low-bit optimizer quantizers, from Python.
+
+Everything here calls the C++ engine (lowbit._core): the reference, the comparison and its mismatch
+classes, the reports, the case reader and writer, the default input battery, the dequantizers and the
+audit. This package only converts arrays and dicts. docs/python.md is its manual.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+from . import _core
+from ._arrays import BIT_VIEWS
+from ._case import Case
+from ._core import CaseError
+from ._formats import FormatInfo, TensorInfo, format_info
+from ._formats import registry as _registry
+from ._report import Report, TensorReport
+
+__version__ = _core.__version__
+POLICY_DIR = os.path.join(os.path.dirname(__file__), "policies")
+
+__all__ = [
+    "Case", "CaseError", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
+    "reference", "compare", "load_case", "save_case", "case_bytes", "parse_case", "default_inputs", "dequantize",
+    "state_signature", "audit_state", "quantized_states",
+]
+
+
+def formats() -> list:
+    """The registered formats' names, in registry order (format_info(name) describes one)."""
+    return list(_registry())
+
+
+def _plain(v):
+    return v.item() if hasattr(v, "item") and not isinstance(v, (list, dict, str)) else v
+
+
+def _params_for(info: FormatInfo, params: dict) -> dict:
+    """params as the engine's JSON types: a whole number given for a float default is that float."""
+    out = {}
+    for k, v in params.items():
+        v = _plain(v)
+        d = info.default_params.get(k)
+        if isinstance(d, float) and isinstance(v, int) and not isinstance(v, bool):
+            v = float(v)
+        out[k] = v
+    return out
+
+
+def _as_case(tensors, info: FormatInfo = None, origin="<python>") -> Case:
+    if isinstance(tensors, Case):
+        return tensors
+    if not hasattr(tensors, "items"):
+        raise TypeError("tensors: give a lowbit.Case or a dict of name -> array")
+    return Case(dict(tensors), origin=origin)
+
+
+def _engine_form(case: Case, info: FormatInfo = None):
+    return case._engine_form(info.declared_dtypes if info else None)
+
+
+def reference(format: str, inputs, **params) -> Case:
+    """The reference on `inputs` (a dict of name -> array, or a Case) with `params` over the format's
+    defaults (and over the params a Case records). Tensors the format derives from its params (a
+    codebook's default qmap) are added where `inputs` lacks them. Returns a Case with the inputs and
+    the reference's outputs as NumPy arrays (BF16 and FP8 as bit patterns; Case.dtypes has the dtypes).
+    Bad inputs (missing tensors, wrong dtype or shape, unknown params) raise lowbit.CaseError or
+    ValueError naming the tensor or parameter."""
+    info = format_info(format)
+    given = _as_case(inputs, info)
+    merged = dict(given.params) if given.format == format else {}
+    merged.update(params)
+    merged = _params_for(info, merged)
+    resolved = _core.resolved_params(format, json.dumps(merged))  # checks names and types first
+    case = Case(dict(given), dtypes=given.dtypes, origin=given.origin)
+    aux = Case._from_engine(_core.auxiliary_inputs(format, resolved))
+    for name in aux:
+        if name not in case:
+            case[name] = aux[name]
+            case.dtypes[name] = aux.dtypes[name]
+    case.metadata = dict(given.metadata) if given.format == format else {}
+    case.metadata.update({"format": format, "params": json.dumps(merged, sort_keys=True)})
+    case.metadata.setdefault("source", f"lowbit {__version__}")
+    case.metadata.setdefault("function", info.provenance)
+    case.metadata.setdefault("generator", f"lowbit-python {__version__}")
+    out = Case._from_engine(_core.run_reference(*_engine_form(case, info)))
+    out.origin = f"lowbit.reference({format})"
+    return out
+
+
+def compare(expected, actual, policy: str = None, strict: bool = False, max_listed: int = 20) -> Report:
+    """Every tensor of `expected` against the same-named tensor of `actual`, bit for bit, under a
+    tolerance policy: a shipped name ("bit-exact", "bnb-cuda", "torch-cpu-eager") or a JSON file's path;
+    default: the format's own. strict=True fails every mismatch, also those the policy allows.
+    expected should be a complete case of its format (inputs and outputs, as reference() returns), so
+    that each mismatch gets its class; a plain dict of `actual` takes expected's metadata."""
+    exp = _as_case(expected, origin="expected")
+    act = _as_case(actual, origin="actual")
+    if not isinstance(actual, Case) or not act.metadata:
+        act = Case(dict(act), metadata=exp.metadata, dtypes=act.dtypes, origin=act.origin)
+    info = _registry().get(exp.format)
+    if policy is None:
+        policy = _core.default_tolerance(exp.format)
+    # an actual bit-pattern array takes the expected tensor's dtype (uint8 codes against F8 codes)
+    hints = lambda name: [exp.dtypes[name]] if name in exp.dtypes else (info.declared_dtypes(name) if info else None)
+    e_form = _engine_form(exp, info)
+    a_form = act._engine_form(hints)
+    j, md, ok = _core.compare(*e_form, *a_form, policy, POLICY_DIR, bool(strict), int(max_listed))
+    return Report(j, md, ok)
+
+
+def load_case(path) -> Case:
+    """A case file (safetensors), read and validated by the engine's reader: a malformed or hostile file
+    raises lowbit.CaseError naming the file and the fault. Tensors of a registered format are also held
+    to its schema (dtypes, shapes, indices)."""
+    case = Case._from_engine(_core.read_case(os.fspath(path)))
+    if case.format in _registry():
+        _core.validate(*_engine_form(case), "present")
+    return case
+
+
+def parse_case(data: bytes, origin: str = "<bytes>") -> Case:
+    """load_case of a file's bytes."""
+    case = Case._from_engine(_core.parse_case(bytes(data), origin))
+    if case.format in _registry():
+        _core.validate(*_engine_form(case), "present")
+    return case
+
+
+def save_case(path, case) -> None:
+    """Writes a case file as the C++ tools do (tensors in name order, header padded to 8 bytes), to a
+    temporary file renamed into place: never a partial file. `case` is a Case or a dict of arrays."""
+    c = _as_case(case)
+    _core.write_case(os.fspath(path), *_engine_form(c, _registry().get(c.format)))
+
+
+def case_bytes(case) -> bytes:
+    """The bytes save_case would write."""
+    c = _as_case(case)
+    return _core.serialize_case(*_engine_form(c, _registry().get(c.format)))
+
+
+def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> list:
+    """The default input battery of `lowbit verify` for a format (its boundaries, special values and
+    random distributions; an optimizer's steps from a few parameters, each step from the reference's
+    state after the previous one), as a list of Cases carrying the format and params in their metadata
+    and the battery's name for each case in .origin. with_outputs=True keeps the reference's outputs.
+    Inputs the format cannot take (whole blocks, 2-D tiles) are left out, as verify skips them."""
+    info = format_info(format)
+    cases, _skipped = _core.battery(format, int(steps))
+    out = []
+    for stem, form in cases:
+        c = Case._from_engine(form)
+        c.origin = stem
+        if not with_outputs:
+            for t in info.outputs:
+                if t.name not in [i.name for i in info.inputs + info.optional_inputs]:
+                    c.pop(t.name, None)
+                    c.dtypes.pop(t.name, None)
+        out.append(c)
+    return out
+
+
+def dequantize(case) -> "numpy.ndarray":
+    """The dequantized float32 values of a quantized state case (codes, scales and tables of a
+    registered format), by the format's own dequantizer; ValueError saying why when there are none."""
+    c = _as_case(case)
+    info = format_info(c.format)
+    values, why = _core.dequantize(*_engine_form(c, info))
+    if why:
+        raise ValueError(f"{c.origin}: no dequantized values: {why}")
+    return values
+
+
+from .state import audit_state, quantized_states, state_signature  # noqa: E402  (uses the names above)

@@ -1,0 +1,292 @@
+"""Quantized optimizer states as users have them: torchao AdamW8bit / AdamW4bit / AdamWFp8 and
+bitsandbytes Adam8bit state_dict()s, in memory, in torch.save files and in torch distributed-checkpoint
+(DCP) folders. Each quantized state becomes a case of its registered format (codes, scale, qmap) so
+that the engine's dequantizer, signature and audit apply; nothing here computes a value itself.
+
+State keys are dotted paths ("state.0.exp_avg", as DCP names them), the same for an in-memory
+state_dict, a torch.save file and a DCP folder; bitsandbytes' FSDP wrapper key
+(__bnb_optimizer_quant_state__) is dropped from them.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import _arrays, _core
+from ._case import Case
+
+_BNB_WRAPPER = "__bnb_optimizer_quant_state__"
+_TORCHAO_CLASSES = {"OptimState8bit", "OptimState4bit", "OptimStateFp8"}
+BNB_BLOCK_SIZE = 256  # bitsandbytes' 8-bit optimizers quantize blocks of 256 (optim/optimizer.py, init_state)
+
+
+@dataclass
+class QuantizedState:
+    """One quantized state tensor: its key, the library that made it, its registered format and the
+    case (codes, scale, qmap, with the format's params) that the engine dequantizes."""
+    key: str
+    library: str
+    format: str
+    shape: tuple
+    case: Case
+    stored: dict = field(default_factory=dict)  # name in the library -> the array as stored (for the digest)
+
+
+def _numpy(name, t):
+    return _arrays.as_array(name, t)
+
+
+def _flat(case: Case, name: str, array, dtype):
+    case[name] = np.ascontiguousarray(array).reshape(-1)
+    case.dtypes[name] = dtype
+
+
+def _torchao_state(key: str, s) -> QuantizedState:
+    cls = type(s).__name__
+    shape = tuple(int(e) for e in s.shape)
+    n = int(np.prod(shape)) if shape else 1
+    codes, codes_dtype = _numpy(key + ".codes", s.codes)
+    scale, scale_dtype = _numpy(key + ".scale", s.scale)
+    case = Case(origin=key)
+    stored = {"codes": (codes, codes_dtype), "scale": (scale, scale_dtype)}
+    if cls == "OptimStateFp8":
+        fmt = "torchao.fp8"
+        _flat(case, "codes", codes, codes_dtype)
+    else:
+        qmap, qmap_dtype = _numpy(key + ".qmap", s.qmap)
+        stored["qmap"] = (qmap, qmap_dtype)
+        bits = 8 if cls == "OptimState8bit" else 4
+        fmt = f"torchao.codebook{bits}.{'signed' if s.signed else 'unsigned'}"
+        if bits == 4:  # stored two a byte, first element high: the dequantizer reads one code an element
+            packed = np.ascontiguousarray(codes).reshape(-1)
+            _flat(case, "codes", _core.unpack_nibbles(packed, n), "U8")
+            _flat(case, "codes_packed", packed, codes_dtype)
+        else:
+            _flat(case, "codes", codes, codes_dtype)
+        _flat(case, "qmap", qmap, qmap_dtype)
+    _flat(case, "scale", scale, scale_dtype)
+    case.metadata = {"format": fmt, "params": json.dumps({"block_size": int(s.block_size)}),
+                     "source": f"torchao {cls} ({key})"}
+    return QuantizedState(key, "torchao", fmt, shape, case, stored)
+
+
+def _bnb_states(key: str, d: dict, block_size: int) -> list:
+    out = []
+    for k in ("1", "2"):
+        if f"state{k}" not in d:
+            continue
+        codes, codes_dtype = _numpy(f"{key}.state{k}", d[f"state{k}"])
+        if codes_dtype != "U8":  # a 32-bit state (parameters below min_8bit_size): not quantized
+            continue
+        for part in (f"absmax{k}", f"qmap{k}"):
+            if part not in d:
+                raise ValueError(f"{key}: bitsandbytes state{k} without {part}")
+        scale, scale_dtype = _numpy(f"{key}.absmax{k}", d[f"absmax{k}"])
+        qmap, qmap_dtype = _numpy(f"{key}.qmap{k}", d[f"qmap{k}"])
+        n = codes.size
+        if scale.size != -(-n // block_size):
+            raise ValueError(f"{key}.state{k}: {n} codes and {scale.size} absmax entries do not make blocks of "
+                             f"{block_size} (bnb_block_size=)")
+        case = Case(origin=f"{key}.state{k}")
+        _flat(case, "codes", codes, codes_dtype)
+        _flat(case, "scale", scale, scale_dtype)
+        _flat(case, "qmap", qmap, qmap_dtype)
+        fmt = "bnb.blockwise8.dynamic"  # the dequantizer reads the state's own qmap (signed state1, unsigned state2)
+        case.metadata = {"format": fmt, "params": json.dumps({"block_size": block_size}),
+                         "source": f"bitsandbytes 8-bit optimizer state ({key}.state{k})"}
+        stored = {f"state{k}": (codes, codes_dtype), f"absmax{k}": (scale, scale_dtype), f"qmap{k}": (qmap, qmap_dtype)}
+        out.append(QuantizedState(f"{key}.state{k}", "bitsandbytes", fmt, tuple(codes.shape), case, stored))
+    return out
+
+
+def _walk(obj, key, found, plain, block_size):
+    if type(obj).__name__ in _TORCHAO_CLASSES and type(obj).__module__.startswith("torchao"):
+        found.append(_torchao_state(key, obj))
+        return
+    if isinstance(obj, dict):
+        inner = dict(obj)
+        if isinstance(inner.get(_BNB_WRAPPER), dict):  # bitsandbytes' FSDP-friendly wrapping of its quant state
+            inner.update(inner.pop(_BNB_WRAPPER))
+        if "state1" in inner and any(k in inner for k in ("absmax1", "qmap1")):
+            found.extend(_bnb_states(key, inner, block_size))
+            inner = {k: v for k, v in inner.items() if not any(k.startswith(p) for p in ("state1", "state2", "absmax",
+                                                                                        "qmap"))}
+        for k, v in inner.items():
+            _walk(v, f"{key}.{k}" if key else str(k), found, plain, block_size)
+        return
+    if isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            _walk(v, f"{key}.{i}" if key else str(i), found, plain, block_size)
+        return
+    if hasattr(obj, "shape") and hasattr(obj, "dtype"):
+        plain.append(key)
+
+
+def _torch_load(path, weights_only=True):
+    import torch
+
+    try:  # torchao's state classes are allowlisted for weights_only loading when torchao is imported
+        import torchao.optim  # noqa: F401
+    except ImportError:
+        pass
+    return torch.load(path, map_location="cpu", weights_only=weights_only)
+
+
+def _read_dcp(path, weights_only=True) -> dict:
+    """A torch distributed checkpoint folder, item by item as DCP stored it: a torchao state object is
+    read back whole (its codes), which loading into a plain tensor template would dequantize. Single-
+    process checkpoints (one chunk per tensor), as DCP saves without a process group."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    metadata = FileSystemReader(os.fspath(path)).read_metadata()
+    flat = {}
+    for index, info in metadata.storage_data.items():
+        if getattr(info, "transform_descriptors", None):
+            raise ValueError(f"{path}: item {index.fqn} is stored with transforms {info.transform_descriptors}; "
+                             f"lowbit reads plain DCP items only")
+        if index.fqn in flat:
+            raise ValueError(f"{path}: {index.fqn} is stored in several chunks (a sharded save); lowbit reads "
+                             f"single-process checkpoints")
+        file = os.path.join(os.fspath(path), info.relative_path)
+        with open(file, "rb") as f:
+            f.seek(info.offset)
+            data = f.read(info.length)
+        if len(data) != info.length:
+            raise ValueError(f"{file}: item {index.fqn} ends past the end of the file")
+        flat[index.fqn] = _torch_load(io.BytesIO(data), weights_only)
+    # nested again by the dots of DCP's names, so that a state's parts (bitsandbytes' state1, absmax1,
+    # qmap1) meet in one dict and keys read as in memory
+    nested = {}
+    for fqn, value in flat.items():
+        node = nested
+        *parents, leaf = fqn.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{path}: {fqn} lies under another item")
+        node[leaf] = value
+    return nested
+
+
+def load_state(source, weights_only=True):
+    """A state dict from memory (returned as is), a torch.save file or a DCP folder. Files are read
+    with torch.load(weights_only=True) unless told otherwise."""
+    if isinstance(source, (str, os.PathLike)):
+        if os.path.isdir(source):
+            return _read_dcp(source, weights_only)
+        return _torch_load(os.fspath(source), weights_only)
+    return source
+
+
+def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> list:
+    """Every quantized state in a state dict (or a torch.save file, or a DCP folder), sorted by key, as
+    QuantizedState: torchao OptimState8bit / OptimState4bit / OptimStateFp8 and bitsandbytes 8-bit
+    state1 / state2 (with their absmax and qmap), each as a case of its registered format."""
+    found, plain = [], []
+    _walk(load_state(state_dict, weights_only), "", found, plain, int(bnb_block_size))
+    return sorted(found, key=lambda s: s.key)
+
+
+@dataclass
+class StateSignature:
+    """state_signature's result. ``digest`` covers everything below; compare two signatures with ==.
+
+    - ``stored``: sha256 over every quantized state's key, format, params and the sha256 of each stored
+      tensor's element bytes in C order (codes, scales, tables as stored: a 4-bit state's packed codes),
+      whatever the storage's strides, device or container;
+    - ``dequantized``: sha256 over every state's key and the signature of its dequantized values
+      (``lowbit inspect``'s: the engine's dequantized_signature);
+    - ``states``: per state key, its format, the sha256 of each stored tensor and its dequantized
+      signature, to see which state differs.
+    """
+    digest: str
+    stored: str
+    dequantized: str
+    states: dict
+
+    def __str__(self) -> str:
+        return self.digest
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StateSignature) and self.digest == other.digest
+
+
+def _hex(text: str) -> str:
+    return _core.sha256(np.frombuffer(text.encode(), dtype=np.uint8))
+
+
+def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> StateSignature:
+    """The signature of every quantized state in a state dict (or a torch.save file, or a DCP folder):
+    equal before and after a save/load round trip (torch.save, DCP), different when one code, scale or
+    table entry differs. ValueError when there is no quantized state."""
+    from . import dequantize
+
+    states = quantized_states(state_dict, bnb_block_size, weights_only)
+    if not states:
+        raise ValueError("no quantized optimizer state found (torchao OptimState8bit/4bit/Fp8 or bitsandbytes "
+                         "state1/state2 with absmax and qmap)")
+    stored_lines, dequant_lines, per_state = ["lowbit-state-signature 1 stored"], ["lowbit-state-signature 1 dequantized"], {}
+    for s in states:
+        tensors = {}
+        for name, (array, dtype) in sorted(s.stored.items()):
+            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            tensors[name] = f"{dtype} {list(array.shape)} {_core.sha256(flat)}"
+        dq = _core.dequantized_signature(dequantize(s.case))
+        per_state[s.key] = {"format": s.format, "params": s.case.params, "tensors": tensors, "dequantized": dq}
+        stored_lines.append(f"{s.key} {s.format} {json.dumps(s.case.params, sort_keys=True)} shape {list(s.shape)}")
+        stored_lines += [f"  {name} {text}" for name, text in tensors.items()]
+        dequant_lines.append(f"{s.key} {dq}")
+    stored, dequantized = _hex("\n".join(stored_lines)), _hex("\n".join(dequant_lines))
+    return StateSignature(_hex(f"{stored}\n{dequantized}"), stored, dequantized, per_state)
+
+
+def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 1024, 2048, 4096), moments=None,
+                bnb_block_size: int = BNB_BLOCK_SIZE, threads: int = 1, weights_only=True):
+    """The audit (lowbit audit's round-trip measures, docs/audit.md) of every quantized state's
+    dequantized values, and of the unquantized moments given as moments={name: array}, through each
+    format (names or globs; default: every audited format) at each block size. Returns (rows, warnings):
+    one dict per tensor, format and block size with the engine's measures (or "not_applicable" saying
+    why), and a warning for every quantized state: its dequantized values are already quantized, so its
+    own format and block look better on them than on the moments (exactly: zero error, where the map
+    holds the blocks' extremes, as torchao's unsigned 8-bit map does; torchao's signed map lacks -1.0,
+    so a block led by a negative value is rescaled). The warning gives that measured error; audit the
+    unquantized moments for a fair comparison."""
+    from . import dequantize
+
+    names = _core.audit_formats(list(formats or []))
+    sources, warnings = [], []
+    for s in quantized_states(state_dict, bnb_block_size, weights_only):
+        values = np.asarray(dequantize(s.case), dtype=np.float32)
+        own_block = int(s.case.params["block_size"])
+        own = "not measured"
+        if not _core.audit_not_applicable(s.format, own_block, bool((values < 0).any())) and np.isfinite(values).all():
+            m = _core.audit(s.format, values, own_block, threads)
+            own = "zero error" if m["max_abs"] == 0 else f"mean abs error {m['mean_abs']:.6g}"
+        warnings.append(f"{s.key}: already quantized ({s.format}, block {own_block}): the audit reads its dequantized "
+                        f"values, on which its own format and block show {own}, not the error of quantizing the "
+                        f"moments; give the unquantized moments (moments=...) to compare formats fairly")
+        sources.append((s.key, f"dequantized {s.format} state", values))
+    for name, value in (moments or {}).items():
+        a, dtype = _arrays.as_array(name, value)
+        if dtype != "F32":
+            raise TypeError(f"moments['{name}']: {dtype}; the audit reads float32 moments")
+        sources.append((name, "unquantized", np.ascontiguousarray(a).reshape(-1)))
+    rows = []
+    for key, source, x in sources:
+        if not np.isfinite(x).all():
+            raise ValueError(f"{key}: the audit needs finite values")
+        negative = bool((x < 0).any())
+        for fmt in names:
+            for bs in block_sizes:
+                row = {"tensor": key, "source": source, "format": fmt, "block_size": int(bs)}
+                why = _core.audit_not_applicable(fmt, int(bs), negative)
+                if why:
+                    row["not_applicable"] = why
+                else:
+                    row.update(_core.audit(fmt, x, int(bs), threads))
+                rows.append(row)
+    return rows, warnings

@@ -1,0 +1,259 @@
+// lowbit._core: the engine's entry points for the Python package (lowbit/__init__.py wraps them). No
+// arithmetic, comparison, classification or report is written here: each function converts its
+// arguments (case_convert.hpp), calls the engine and converts the result back. JSON crosses as text.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "case_convert.hpp"
+#include "lowbit/audit.hpp"
+#include "lowbit/blockwise.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/compare.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/schema.hpp"
+#include "lowbit/sha256.hpp"
+#include "lowbit/tolerance.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace lowbit::python {
+namespace {
+
+const char* const kVersion = "0.1.0";
+
+const FormatSpec& format_named(const std::string& name) {
+  if (const FormatSpec* f = find_format(name)) return *f;
+  std::string names;
+  for (const FormatSpec& f : registered_formats()) names += (names.empty() ? "" : ", ") + f.name;
+  throw std::invalid_argument("unknown format '" + name + "' (registered: " + names + ")");
+}
+
+nlohmann::json tensor_specs(const std::vector<TensorSpec>& specs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const TensorSpec& t : specs) {
+    nlohmann::json dtypes = nlohmann::json::array();
+    for (DType d : t.schema.dtypes) dtypes.push_back(std::string(dtype_name(d)));
+    out.push_back({{"name", t.name},
+                   {"dtypes", dtypes},
+                   {"dtype_of", t.schema.dtype_of},
+                   {"shape", t.schema.shape.describe()},
+                   {"scales", t.layout.scales},
+                   {"required_when", t.schema.required_when}});
+  }
+  return out;
+}
+
+// Every registered format as the Python side's FormatInfo reads it.
+std::string formats_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const FormatSpec& f : registered_formats()) {
+    nlohmann::json blocks = nullptr;
+    if (f.round_trip)
+      blocks = {{"min", f.round_trip_blocks.min}, {"max", f.round_trip_blocks.max},
+                {"power_of_two", f.round_trip_blocks.power_of_two}, {"why_not", f.round_trip_blocks.why_not}};
+    out.push_back({{"name", f.name},
+                   {"description", f.description},
+                   {"provenance", f.provenance},
+                   {"default_params", f.default_params},
+                   {"default_tolerance", f.default_tolerance},
+                   {"inputs", tensor_specs(f.inputs)},
+                   {"optional_inputs", tensor_specs(f.optional_inputs)},
+                   {"outputs", tensor_specs(f.outputs)},
+                   {"takes_input", takes_input(f)},
+                   {"optimizer", static_cast<bool>(f.fresh_state)},
+                   {"dequantize_reads", f.dequantize ? nlohmann::json(f.dequantize_reads) : nlohmann::json(nullptr)},
+                   {"round_trip_blocks", blocks},
+                   {"refuses_negative", f.refuses_negative}});
+  }
+  return out.dump();
+}
+
+// The params a format resolves the given ones to (unknown keys and wrong types are errors naming it).
+std::string resolved_params(const std::string& format, const std::string& params_json) {
+  const FormatSpec& f = format_named(format);
+  try {
+    return resolve_params(f, nlohmann::json::parse(params_json)).dump();
+  } catch (const std::runtime_error& e) {  // an unknown parameter or a wrong type: the caller's mistake
+    throw std::invalid_argument(e.what());
+  }
+}
+
+// The tensors golden generate adds beside `input` (a codebook's default qmap).
+nb::tuple auxiliary_inputs(const std::string& format, const std::string& params_json) {
+  const FormatSpec& f = format_named(format);
+  Case c;
+  if (f.auxiliary_inputs)
+    for (Tensor& t : f.auxiliary_inputs(resolve_params(f, nlohmann::json::parse(params_json)))) c.add(std::move(t));
+  return case_to_python(c);
+}
+
+// The reference on a case's inputs: the case with the reference's outputs added.
+nb::tuple run_reference_py(nb::handle tensors, nb::handle metadata, const std::string& origin) {
+  Case in = case_from_python(tensors, metadata, origin);
+  Case out;
+  {
+    nb::gil_scoped_release release;
+    out = run_reference(format_named(in.format()), in);
+  }
+  out.origin = origin;
+  return case_to_python(out);
+}
+
+// compare_cases under a policy (a shipped name looked up in policy_dir, or a JSON file's path):
+// (report JSON, report Markdown, conformant).
+nb::tuple compare_py(nb::handle e_tensors, nb::handle e_meta, const std::string& e_origin, nb::handle a_tensors,
+                     nb::handle a_meta, const std::string& a_origin, const std::string& policy_name,
+                     const std::string& policy_dir, bool strict, std::size_t max_listed) {
+  const Case expected = case_from_python(e_tensors, e_meta, e_origin);
+  const Case actual = case_from_python(a_tensors, a_meta, a_origin);
+  TolerancePolicy policy = load_tolerance_policy(policy_name, policy_dir);
+  policy.strict = strict;
+  ComparisonReport r;
+  {
+    nb::gil_scoped_release release;
+    r = compare_cases(expected, actual, policy, max_listed);
+  }
+  return nb::make_tuple(report_json(r).dump(), report_markdown(r), r.conformant);
+}
+
+// A format's default policy, for compare(policy=None).
+std::string default_tolerance(const std::string& format) {
+  const FormatSpec* f = find_format(format);
+  return f ? f->default_tolerance : "bit-exact";
+}
+
+nb::tuple parse_case_py(nb::bytes data, const std::string& origin) {
+  const auto* p = static_cast<const std::uint8_t*>(data.data());
+  return case_to_python(parse_case({p, data.size()}, origin));
+}
+
+nb::tuple read_case_py(const std::string& path) { return case_to_python(read_case(path)); }
+
+nb::bytes serialize_case_py(nb::handle tensors, nb::handle metadata, const std::string& origin) {
+  const std::vector<std::uint8_t> bytes = serialize_case(case_from_python(tensors, metadata, origin));
+  return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+void write_case_py(const std::string& path, nb::handle tensors, nb::handle metadata, const std::string& origin) {
+  write_case(path, case_from_python(tensors, metadata, origin));
+}
+
+// The default battery (verify's, case_maker.hpp): every complete case (inputs and the reference's
+// outputs) with its stem, and the inputs the format cannot take with why.
+nb::tuple battery(const std::string& format, int steps) {
+  const FormatSpec& f = format_named(format);
+  if (steps < 1) throw std::invalid_argument("steps must be at least 1");
+  const MadeBy made_by{std::string("lowbit ") + kVersion, std::string("lowbit-python default_inputs ") + kVersion};
+  nb::list cases, skipped;
+  if (!takes_input(f)) {
+    CaseToRun c = table_case(f, f.default_params, made_by);
+    cases.append(nb::make_tuple(c.stem, case_to_python(run_reference(f, c.inputs))));
+  }
+  for (const InputRun& run : default_input_runs(f))
+    for_each_reference_case(
+        f, run, steps, made_by, true,
+        [&](const std::string& stem, const Case& c) { cases.append(nb::make_tuple(stem, case_to_python(c))); },
+        [&](const std::string& stem, const std::string& why) { skipped.append(nb::make_tuple(stem, why)); });
+  return nb::make_tuple(cases, skipped);
+}
+
+// inspect's dequantized state: (values, why there are none).
+nb::tuple dequantize_py(nb::handle tensors, nb::handle metadata, const std::string& origin) {
+  const Case c = case_from_python(tensors, metadata, origin);
+  DequantizedState s = dequantized_state(format_named(c.format()), c);
+  return nb::make_tuple(owned_floats(std::move(s.values)), s.unavailable);
+}
+
+using Floats = nb::ndarray<const float, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+std::string signature_py(Floats values) { return dequantized_signature({values.data(), values.size()}); }
+
+// torchao's 4-bit states store two codes a byte (first element high): the codes one per element.
+OwnedBytes unpack_nibbles_py(Bytes packed, std::size_t count) {
+  if (count > 2 * packed.size() || count + 1 < 2 * packed.size())
+    throw std::invalid_argument(std::to_string(packed.size()) + " packed bytes cannot hold " + std::to_string(count) +
+                                " 4-bit codes");
+  return owned_bytes(blockwise::unpack_nibbles({packed.data(), packed.size()}, count));
+}
+
+std::string sha256_py(Bytes bytes) { return sha256_hex({bytes.data(), bytes.size()}); }
+
+// The audit's measures of one format's round trip at one block size (audit.hpp), as a dict.
+nb::dict audit_py(const std::string& format, Floats x, std::size_t block_size, int threads) {
+  const FormatSpec& f = format_named(format);
+  audit::Metrics m;
+  {
+    nb::gil_scoped_release release;
+    m = audit::audit(f, {x.data(), x.size()}, block_size, threads);
+  }
+  nb::dict d;
+  d["n"] = m.n;
+  d["blocks"] = m.blocks;
+  d["signed"] = m.is_signed;
+  d["mean_abs"] = m.mean_abs;
+  d["mean_rel"] = m.mean_rel;
+  d["rel_l2"] = m.rel_l2;
+  d["max_abs"] = m.max_abs;
+  d["sqnr_db"] = m.sqnr_db;
+  d["nonzeros"] = m.nonzeros;
+  d["flushed"] = m.flushed;
+  d["flushed_fraction"] = m.flushed_fraction;
+  d["worst_block"] = m.worst_block;
+  d["worst_block_mean_abs"] = m.worst_block_mean_abs;
+  return d;
+}
+
+std::vector<std::string> audit_formats_py(const std::vector<std::string>& globs) {
+  std::vector<std::string> names;
+  for (const FormatSpec* f : audit::formats(globs)) names.push_back(f->name);
+  return names;
+}
+
+std::string audit_not_applicable_py(const std::string& format, std::size_t block_size, bool has_negative) {
+  return audit::not_applicable(format_named(format), block_size, has_negative);
+}
+
+// The schema check of a case of a registered format: scope "inputs", "complete" or "present".
+void validate_py(nb::handle tensors, nb::handle metadata, const std::string& origin, const std::string& scope) {
+  const Case c = case_from_python(tensors, metadata, origin);
+  const CaseScope s = scope == "inputs" ? CaseScope::Inputs : scope == "complete" ? CaseScope::Complete : CaseScope::Present;
+  validate_case(format_named(c.format()), c, s);
+}
+
+}  // namespace
+}  // namespace lowbit::python
+
+NB_MODULE(_core, m) {
+  using namespace lowbit::python;
+  m.doc() = "lowbit's C++ engine (use the lowbit package, not this module)";
+  m.attr("__version__") = kVersion;
+  // CaseError: a case file or case that fails the reader's or the schema's checks (a ValueError).
+  nb::exception<lowbit::CaseError>(m, "CaseError", PyExc_ValueError);
+  m.def("formats_json", &formats_json);
+  m.def("resolved_params", &resolved_params, "format"_a, "params_json"_a);
+  m.def("auxiliary_inputs", &auxiliary_inputs, "format"_a, "params_json"_a);
+  m.def("run_reference", &run_reference_py, "tensors"_a, "metadata"_a, "origin"_a);
+  m.def("compare", &compare_py, "e_tensors"_a, "e_meta"_a, "e_origin"_a, "a_tensors"_a, "a_meta"_a, "a_origin"_a,
+        "policy"_a, "policy_dir"_a, "strict"_a, "max_listed"_a);
+  m.def("default_tolerance", &default_tolerance, "format"_a);
+  m.def("parse_case", &parse_case_py, "data"_a, "origin"_a);
+  m.def("read_case", &read_case_py, "path"_a);
+  m.def("serialize_case", &serialize_case_py, "tensors"_a, "metadata"_a, "origin"_a);
+  m.def("write_case", &write_case_py, "path"_a, "tensors"_a, "metadata"_a, "origin"_a);
+  m.def("battery", &battery, "format"_a, "steps"_a);
+  m.def("dequantize", &dequantize_py, "tensors"_a, "metadata"_a, "origin"_a);
+  m.def("dequantized_signature", &signature_py, "values"_a);
+  m.def("sha256", &sha256_py, "data"_a);
+  m.def("unpack_nibbles", &unpack_nibbles_py, "packed"_a, "count"_a);
+  m.def("audit", &audit_py, "format"_a, "x"_a, "block_size"_a, "threads"_a = 1);
+  m.def("audit_formats", &audit_formats_py, "globs"_a);
+  m.def("audit_not_applicable", &audit_not_applicable_py, "format"_a, "block_size"_a, "has_negative"_a);
+  m.def("validate", &validate_py, "tensors"_a, "metadata"_a, "origin"_a, "scope"_a);
+}
