@@ -117,3 +117,23 @@ def test_bf16_inputs_as_bit_patterns():
     # the same values in bf16 and in float32 quantize alike (COAT reads bf16 as float32)
     for name in set(as_f32) - {"input"}:
         assert np.array_equal(as_bf16[name], as_f32[name]), name
+
+
+class DLPackOnly:
+    """A DLPack producer that is not a NumPy array (as a JAX or CuPy CPU array would be)."""
+
+    def __init__(self, a):
+        self._a = a
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_any_dlpack_producer_is_read():
+    x = np.random.default_rng(5).standard_normal(512).astype(np.float32)
+    a = lowbit.reference("torchao.codebook8.signed", {"input": DLPackOnly(x)})
+    b = lowbit.reference("torchao.codebook8.signed", {"input": x})
+    assert lowbit.compare(b, a, strict=True).conformant
