@@ -244,6 +244,20 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
     return StateSignature(_hex(f"{stored}\n{dequantized}"), stored, dequantized, per_state)
 
 
+def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> Case:
+    """A case of every quantized state's dequantized float32 values (the engine's dequantizers), one
+    tensor per state key in the state's shape: save it with lowbit.save_case and hand it to
+    ``lowbit audit --state FILE`` (``--tensors`` names the keys that do not contain exp_avg, such as
+    bitsandbytes' state.0.state1)."""
+    from . import dequantize
+
+    out = Case(metadata={"source": "lowbit.dequantized_state_case"}, origin="dequantized optimizer states")
+    for s in quantized_states(state_dict, bnb_block_size, weights_only):
+        out[s.key] = np.asarray(dequantize(s.case), dtype=np.float32).reshape(s.shape)
+        out.dtypes[s.key] = "F32"
+    return out
+
+
 def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 1024, 2048, 4096), moments=None,
                 bnb_block_size: int = BNB_BLOCK_SIZE, threads: int = 1, weights_only=True):
     """The audit (lowbit audit's round-trip measures, docs/audit.md) of every quantized state's

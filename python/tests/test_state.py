@@ -146,3 +146,15 @@ def test_audit_state_warns_on_an_already_quantized_state():
     assert fresh and fresh[0]["max_abs"] > 0 and fresh[0]["source"] == "unquantized"
     refused = [r for r in rows if r["tensor"] == "exp_avg (fp32)" and r["format"] == "torchao.codebook8.unsigned"]
     assert refused and all("unsigned" in r["not_applicable"] for r in refused)
+
+
+def test_dequantized_state_case_feeds_the_audit_command(tmp_path):
+    sd = torchao_states()
+    case = lowbit.dequantized_state_case(sd)
+    assert case["state.0.exp_avg"].shape == (64, 96) and case.dtypes["state.0.exp_avg"] == "F32"
+    theirs = sd["state"][0]["exp_avg"].dequantize().numpy()
+    assert np.array_equal(case["state.0.exp_avg"].view(np.uint32), theirs.view(np.uint32))
+    path = tmp_path / "dequantized.safetensors"
+    lowbit.save_case(path, case)
+    back = lowbit.load_case(path)
+    assert set(back) == set(case) and np.array_equal(back["state.2.exp_avg"], case["state.2.exp_avg"])
