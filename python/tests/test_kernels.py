@@ -68,3 +68,26 @@ def test_one_flipped_code_is_reported_at_its_index():
     codes = info.value.report.tensor("codes")
     assert codes.mismatches == 1 and codes.first_mismatches[0]["index"] == 7
     assert info.value.report.tensor("scale").mismatches == 0
+
+
+def test_policy_and_strict_reach_the_engine(tmp_path):
+    """The ties-down mutant's tie-only cases pass under a policy that allows ties (bnb-cuda), fail
+    under --strict, and a policy file given by path is read."""
+    tie_only = []
+    for case in lowbit.default_inputs(FORMAT):
+        outputs = numpy_kernels.torchao_codebook8(case["input"], case["qmap"], **case.params, ties_up=False)
+        report = lowbit.testing.lowbit.compare(lowbit.reference(FORMAT, case), {**case, **outputs})
+        if not report.conformant and set(report.classes) <= {"tie", "scale-propagated"} and "tie" in report.classes:
+            tie_only.append((case, outputs))
+    assert tie_only
+    case, outputs = tie_only[0]
+    report = lowbit.testing.assert_conformant(FORMAT, case, outputs, policy="bnb-cuda")
+    assert report.conformant and report.policy == "bnb-cuda" and report.mismatches > 0
+    with pytest.raises(AssertionError, match=r"\(strict\)"):
+        lowbit.testing.assert_conformant(FORMAT, case, outputs, policy="bnb-cuda", strict=True)
+    own = tmp_path / "ties.json"
+    own.write_text('{"name": "ties", "description": "ties allowed", "allow_ties": true, "boundary_ulps": 0, '
+                   '"allow_scale_propagated": false}')
+    assert lowbit.compare(lowbit.reference(FORMAT, case), {**case, **outputs}, policy=str(own)).conformant
+    with pytest.raises(RuntimeError, match="no-such-policy"):
+        lowbit.compare(lowbit.reference(FORMAT, case), {**case, **outputs}, policy="no-such-policy")
