@@ -49,3 +49,20 @@ def test_fp8_outputs_come_back_as_torch_fp8():
 def test_unsupported_torch_dtypes_are_refused():
     with pytest.raises(TypeError, match="torch.float64"):
         lowbit.reference("torchao.fp8", {"input": torch.zeros(256, dtype=torch.float64)})
+
+
+def test_bf16_and_fp8_files_both_ways_with_safetensors_torch(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    x = torch.randn(32, 128, generator=torch.Generator().manual_seed(6)).to(torch.bfloat16)
+    ours = lowbit.reference("coat.act.pergroup", {"input": x})
+    path = tmp_path / "ours.safetensors"
+    lowbit.save_case(path, ours)
+    theirs = st.load_file(str(path))
+    for name in ours:
+        assert theirs[name].dtype == ours.torch(name).dtype, name
+        assert torch.equal(theirs[name].view(torch.uint8), ours.torch(name).view(torch.uint8)), name
+    path2 = tmp_path / "theirs.safetensors"
+    st.save_file({name: ours.torch(name).contiguous() for name in ours}, str(path2), metadata=dict(ours.metadata))
+    back = lowbit.load_case(path2)
+    assert back.dtypes == ours.dtypes
+    assert lowbit.compare(ours, back, strict=True).conformant
