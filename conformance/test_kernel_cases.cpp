@@ -191,6 +191,7 @@ TEST_CASE("golden generate --kernel: a bad plugin, an unknown kernel, another fo
     CHECK(!std::filesystem::exists(dir / "out"));
   };
   one_line("--kernel /nonexistent/k.so", "--kernel: '/nonexistent/k.so' is not a file");
+  one_line("--format torchao.fp8 --check-elements 5", "--check-elements and --timeout apply with --kernel only");
   one_line("--kernel " + plugin("blockwise_host_twin") + ":no.such.kernel", "has no kernel named 'no.such.kernel'");
   one_line("--kernel " + plugin("blockwise_host_twin"), "name one as LIB:NAME");
   one_line("--kernel " + plugin("malformed_no_entry"), "exports no lowbit_plugin_v1");
@@ -279,6 +280,9 @@ TEST_CASE("audit --kernel refuses a mutant's round trip and writes no report; a 
   CHECK(bad.code == 2);
   CHECK(count_lines(bad.output) == 1);
   CHECK(bad.output.find("has no kernel named 'nope'") != std::string::npos);
+  const Run stray = lowbit_cli("audit --timeout 5 --input normal:n=4096 --quiet");
+  CHECK(stray.code == 2);
+  CHECK(stray.output == "lowbit: error: --check-elements and --timeout apply with --kernel only\n");
   const Run trajectory = lowbit_cli("audit --trajectory --steps 2 --kernel " + plugin("blockwise_host_twin"));
   CHECK(trajectory.code == 2);
   CHECK(trajectory.output == "lowbit: error: --kernel measures round trips; --trajectory runs the reference's optimizer steps only\n");

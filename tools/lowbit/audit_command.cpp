@@ -51,6 +51,7 @@ struct AuditOptions {
   std::uint64_t check_elements = std::uint64_t{1} << 20;
   double timeout = 600;
   nlohmann::json kernel_record;  // what the reports say of the plugin, its kernels and device
+  bool kernel_options = false;   // --check-elements or --timeout given
 };
 
 // --kernel: the kernel that stands for each format's round trip, and how it runs.
@@ -373,6 +374,7 @@ RoundTripKernels pick_round_trip_kernels(AuditOptions& o) {
 }
 
 int run_audit(AuditOptions o) {
+  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements and --timeout apply with --kernel only");
   if (o.trajectory && !o.kernel.empty())
     throw UsageError("--kernel measures round trips; --trajectory runs the reference's optimizer steps only");
   if (o.trajectory) return run_trajectory(std::move(o));
@@ -562,7 +564,10 @@ Subcommand add_audit_command(CLI::App& parent) {
   cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
   cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();
-  return {cmd, [o] { return run_audit(*o); }};
+  return {cmd, [o, cmd] {
+            o->kernel_options = cmd->get_option("--check-elements")->count() + cmd->get_option("--timeout")->count() > 0;
+            return run_audit(*o);
+          }};
 }
 
 }  // namespace lowbit::cli

@@ -35,6 +35,7 @@ struct GenerateOptions {
   std::string kernel;    // LIB[:NAME]: the outputs come from this kernel (kernel_cases.hpp)
   std::uint64_t check_elements = std::uint64_t{1} << 20;  // --kernel: elements held to the reference
   double timeout = 600;  // --kernel: seconds per case
+  bool kernel_options = false;  // --check-elements or --timeout given
 };
 
 // --kernel: the kernel that makes the outputs, and what its cases' provenance says of it.
@@ -236,6 +237,7 @@ void publish(const std::string& out, const std::string& format, const std::vecto
 
 int run_generate(GenerateOptions o) {
   if (o.format == "list") return list_formats();
+  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements and --timeout apply with --kernel only");
   std::optional<OutputKernel> kernel;
   if (!o.kernel.empty()) {
     if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
@@ -375,7 +377,10 @@ Subcommand add_golden_command(CLI::App& parent) {
   check->add_option("--golden", *dir, "Folder holding MANIFEST.json")->capture_default_str();
 
   return {golden, [g, dir, gen]() -> int {
-            if (gen->parsed()) return run_generate(*g);
+            if (gen->parsed()) {
+              g->kernel_options = gen->get_option("--check-elements")->count() + gen->get_option("--timeout")->count() > 0;
+              return run_generate(*g);
+            }
             return run_check(*dir);
           }};
 }
