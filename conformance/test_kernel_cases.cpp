@@ -179,6 +179,27 @@ TEST_CASE("golden generate --kernel refuses a mutant's cases with their class an
   CHECK(!std::filesystem::exists(dir / "out"));
 }
 
+TEST_CASE("golden generate and audit --kernel: a kernel that crashes, hangs or returns an error is refused, exit 1, nothing written") {
+  TempDir dir("lowbit_kernel_fails_");
+  for (const auto& [name, says] : std::vector<std::pair<std::string, std::string>>{
+           {"malformed_crash", "REFUSED  normal: kernel k killed by signal 11 (SIGSEGV)\n"},
+           {"malformed_hang", "REFUSED  normal: kernel k timed out after 1.0 s\n"},
+           {"malformed_status", "REFUSED  normal: kernel k returned 7: this kernel refuses every case\n"}}) {
+    CAPTURE(name);
+    const Run g = lowbit_cli("golden generate --kernel " + plugin(name) + " --timeout 1 --input normal --out " + (dir / "out"));
+    CAPTURE(g.output);
+    CHECK(g.code == 1);
+    CHECK(g.output.starts_with(says));
+    CHECK(!std::filesystem::exists(dir / "out"));
+    const Run a = lowbit_cli("audit --kernel " + plugin(name) + " --timeout 1 --input normal:n=4096 --formats torchao.fp8 "
+                             "--block-sizes 256 --quiet --report " + (dir / "r.json"));
+    CAPTURE(a.output);
+    CHECK(a.code == 1);
+    CHECK(a.output.find("REFUSED  normal:n=4096 torchao.fp8 block 256: kernel k ") != std::string::npos);
+    CHECK(!std::filesystem::exists(dir / "r.json"));
+  }
+}
+
 TEST_CASE("golden generate --kernel: a bad plugin, an unknown kernel, another format: one line, exit 2") {
   TempDir dir("lowbit_kernel_bad_");
   const auto one_line = [&](const std::string& args, const std::string& says) {

@@ -492,7 +492,7 @@ int run_audit(AuditOptions o) {
     }
   } catch (const KernelRefused& refused) {
     progress.finish();
-    fmt::print("{}audit: kernel outputs differ from the reference's; no report written\n", refused.report);
+    fmt::print("{}audit: kernel refused (above); no report written\n", refused.report);
     return kNotConformant;
   }
   progress.finish();

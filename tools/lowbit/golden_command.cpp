@@ -298,7 +298,7 @@ int run_generate(GenerateOptions o) {
   try {
     made = generate_cases(*spec, params, given, specs, needs_input, o.steps, kernel ? &*kernel : nullptr);
   } catch (const KernelRefused& refused) {
-    fmt::print("{}golden generate: kernel {}: its outputs differ from the reference's; nothing written\n", refused.report,
+    fmt::print("{}golden generate: kernel {}: refused (above); nothing written\n", refused.report,
                printable(kernel->k.kernel));
     return kNotConformant;
   }
