@@ -66,9 +66,10 @@ TEST_CASE("the cut into whole blocks is the reference's own: the reference on a 
     REQUIRE(!cases.empty());
     for (const Case& c : cases) {
       const std::size_t total = c.require(s->root).element_count();
-      for (const auto& [begin, end] : {std::pair<std::size_t, std::size_t>{0, s->unit * 3},
-                                       {s->unit * 11, s->unit * 20},
-                                       {s->unit * 30, total}}) {
+      for (const std::pair<std::size_t, std::size_t>& range : {std::pair<std::size_t, std::size_t>{0, s->unit * 3},
+                                                              {s->unit * 11, s->unit * 20},
+                                                              {s->unit * 30, total}}) {
+        const std::size_t begin = range.first, end = range.second;  // not a structured binding: CAPTURE is a lambda
         CAPTURE(begin);
         CAPTURE(end);
         const Case part = slice_case(f, c, *s, f.default_params, begin, end);
@@ -181,10 +182,11 @@ TEST_CASE("golden generate --kernel refuses a mutant's cases with their class an
 
 TEST_CASE("golden generate and audit --kernel: a kernel that crashes, hangs or returns an error is refused, exit 1, nothing written") {
   TempDir dir("lowbit_kernel_fails_");
-  for (const auto& [name, says] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [name_, says] : std::vector<std::pair<std::string, std::string>>{
            {"malformed_crash", "REFUSED  normal: kernel k killed by signal 11 (SIGSEGV)\n"},
            {"malformed_hang", "REFUSED  normal: kernel k timed out after 1.0 s\n"},
            {"malformed_status", "REFUSED  normal: kernel k returned 7: this kernel refuses every case\n"}}) {
+    const std::string name = name_;  // CAPTURE (a lambda) cannot take a structured binding under clang
     CAPTURE(name);
     // under AddressSanitizer the child would report its SIGSEGV and exit 1: let the signal through (as test_verify does)
     const auto cli = [](const std::string& args) { return run_shell("ASAN_OPTIONS=handle_segv=0 " + std::string(LOWBIT_CLI) + " " + args); };
