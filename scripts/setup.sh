@@ -8,7 +8,7 @@ set -euo pipefail
 # a materialized map 8 bytes per element, and case data (bytes of eight dtypes) does not adapt cleanly.
 packages=(
   cmake ninja-build g++ clang libclang-rt-14-dev python3-venv python3-dev
-  libeigen3-dev libboost-dev doctest-dev
+  libeigen3-dev libboost-dev doctest-dev libxsimd-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libomp-dev libssl-dev
 )
 

@@ -91,11 +91,17 @@ std::vector<float> bnb_linear_map(bool is_signed, Linspace v) {
   return values;
 }
 
-std::uint8_t torchao_search(float y, std::span<const float> q) {
+std::size_t torchao_bracket(float y, std::span<const float> q) {
   const std::size_t size = q.size();
   if (size != 16 && size != 256) throw std::invalid_argument("torchao_search: qmap must have 16 or 256 entries");
   std::size_t c = y >= q[size / 2] ? size / 2 : 0;
   for (std::size_t s = size / 4; s >= 1; s /= 2) c += y >= q[c + s] ? s : 0;
+  return c;
+}
+
+std::uint8_t torchao_search(float y, std::span<const float> q) {
+  const std::size_t size = q.size();
+  const std::size_t c = torchao_bracket(y, q);
   const std::size_t up = std::min(c + 1, size - 1);
   const float r = y - q[c];
   const float half = (q[up] - q[c]) * 0.5f;

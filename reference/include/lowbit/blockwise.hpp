@@ -80,4 +80,54 @@ Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, st
 std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span<const float> absmax,
                                   std::span<const float> qmap, std::size_t block_size);
 
+// ---- Caller-provided outputs -----------------------------------------------------------------
+// Every quantizer and dequantizer above with its outputs in the caller's memory; the functions above
+// are thin wrappers over these (threads = 1). Sizes: codes and out as many elements as the input,
+// scale one per block (block_count). Nothing is allocated per call (bitsandbytes CPU builds its
+// 64 KiB table, as the library does). The blocks are split among `threads` threads (>= 1), each
+// block computed whole by one thread, vectorized (simd_level.hpp): the bytes are the scalar
+// definitions' (namespace scalar below) for any input and any thread count.
+std::size_t block_count(std::size_t elements, std::size_t block_size);
+
+// torchao's codebook search on the fast path reads a 4 MiB table per codebook (built in about 50 ms
+// of CPU, kept for the last four codebooks) for a call of this many elements or more, and searches
+// without it below. A tuning knob, also for tests: the same bytes either way.
+inline std::size_t search_table_min_elements = std::size_t{1} << 22;
+
+void torchao_quantize_into(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                           std::span<std::uint8_t> codes, std::span<float> scale, int threads = 1);
+void torchao_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                             std::span<const float> qmap, std::size_t block_size, std::span<float> out, int threads = 1);
+void torchao_fp8_quantize_into(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy,
+                               std::span<std::uint8_t> codes, std::span<float> scale, int threads = 1);
+void torchao_fp8_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                 std::size_t block_size, NanWidening widening, std::span<float> out, int threads = 1);
+void fp8_perblock_quantize_into(std::span<const float> x, std::size_t block_size, std::span<std::uint8_t> codes,
+                                std::span<float> scale, int threads = 1);
+void fp8_perblock_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                                  std::size_t block_size, std::span<float> out, int threads = 1);
+void bnb_quantize_into(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                       BnbBackend backend, bool vectorized_max, std::span<std::uint8_t> codes, std::span<float> scale,
+                       int threads = 1);
+void bnb_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> absmax,
+                         std::span<const float> qmap, std::size_t block_size, std::span<float> out, int threads = 1);
+
+// The readable definitions, one element at a time on one thread, against which the fast paths are
+// tested (conformance/test_fast_paths.cpp). The dequantizers of the codebook formats have no second
+// version: qmap[code] * scale is already the whole definition, and the fast path is that loop.
+namespace scalar {
+void torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                      std::span<std::uint8_t> codes, std::span<float> scale);
+void torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy,
+                          std::span<std::uint8_t> codes, std::span<float> scale);
+void torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale, std::size_t block_size,
+                            NanWidening widening, std::span<float> out);
+void fp8_perblock_quantize(std::span<const float> x, std::size_t block_size, std::span<std::uint8_t> codes,
+                           std::span<float> scale);
+void fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
+                             std::size_t block_size, std::span<float> out);
+void bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size, BnbBackend backend,
+                  bool vectorized_max, std::span<std::uint8_t> codes, std::span<float> scale);
+}  // namespace scalar
+
 }  // namespace lowbit::blockwise

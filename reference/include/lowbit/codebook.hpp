@@ -41,6 +41,9 @@ std::vector<float> bnb_linear_map(bool is_signed, Linspace v = Linspace::Fma);
 // branchless search (start at size/2, halve the step), then up if (y - q[c]) >= (q[c+1] - q[c]) * 0.5,
 // capped at the top code. Ties go up; NaN goes to 0. qmap.size() must be 16 or 256.
 std::uint8_t torchao_search(float y, std::span<const float> qmap);
+// The index c that search reaches before its last step (the rounding between c and c + 1): the fast
+// path's bucket table (blockwise.cpp) is built from it.
+std::size_t torchao_bracket(float y, std::span<const float> qmap);
 
 // Reference: bitsandbytes 0.50 csrc/kernels.cu dQuantize<0> / quantize_2D, as the rule shown equal to
 // them (docs/formats/bnb-blockwise8.md#the-cuda-kernels): bracket q[i] <= y < q[i+1], midpoint
@@ -64,6 +67,8 @@ class BnbCpuLut {
   explicit BnbCpuLut(std::span<const float> qmap);
   std::uint8_t operator()(float y) const;
   static std::uint16_t index_of(float y);
+  // The table itself (65 536 codes, by index_of), for the vectorized quantizer.
+  std::span<const std::uint8_t> table() const { return table_; }
 
  private:
   std::vector<std::uint8_t> table_;

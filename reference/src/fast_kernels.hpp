@@ -1,0 +1,224 @@
+#pragma once
+// The vector kernels behind the fast paths (fast_ops.hpp), written once over an xsimd architecture
+// and compiled once per instruction set (fast_kernels_<arch>.cpp). Each computes, lane by lane, the
+// operations of its scalar definition in the same order (reference/src/blockwise.cpp, fp8.hpp,
+// codebook.cpp): the same IEEE divisions, multiplies and comparisons, integer operations where the
+// scalar code has integer operations, and a fused multiply-add only where the scalar code calls
+// std::fma. Private to the arithmetic library; included only by fast_kernels_<arch>.cpp.
+//
+// Float comparisons: <, <=, >, >= and == are IEEE's (false with a NaN), as in C++; xsimd 8.1's !=
+// on AVX is not (_CMP_NEQ_OQ: NaN != NaN is false), so NaN tests use xsimd::isnan, never x != x.
+//
+// One rule for these files: everything here has internal linkage (the anonymous namespace) and calls
+// nothing inline from other lowbit headers, because a translation unit compiled with -mavx2 emits
+// its inline functions with AVX encodings, and the linker may keep that copy for the whole program.
+#include <xsimd/xsimd.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "fast_ops.hpp"
+#include "lowbit/fp8.hpp"  // the formats' constants only (constexpr: no code)
+
+namespace lowbit::fast {
+namespace {
+
+template <class Arch>
+struct Kernels {
+  using F = xsimd::batch<float, Arch>;
+  using I = xsimd::batch<std::int32_t, Arch>;
+  static constexpr std::size_t W = F::size;
+  // xsimd's fma falls back to x * y + z (two roundings) where the instruction set has no FMA: only
+  // the FMA3 architectures may use it; elsewhere each lane calls std::fma.
+  static constexpr bool kNativeFma = std::is_base_of_v<xsimd::fma3<xsimd::avx2>, Arch>;
+
+  static I int_mask(xsimd::batch_bool<float, Arch> m) { return xsimd::bitwise_cast<I>(xsimd::bitwise_cast<Arch>(m)); }
+  static I choose(xsimd::batch_bool<std::int32_t, Arch> m, I a, I b) { return xsimd::select(m, a, b); }
+
+  // ---- FP8 encoding, round to nearest even (fp8.hpp detail::encode_with, truncate_magnitude,
+  // rounds_up_nearest_even), on int32 lanes: every quantity fits in 31 bits (see below).
+  template <int Bias, int M, int MaxFinite>
+  static I encode(F x, const EncodeConstants& k) {
+    const I u = xsimd::bitwise_cast<I>(x);
+    const I sign = (u >> 24) & I(0x80);  // arithmetic shift: bit 31 lands on bit 7 either way
+    const I a = u & I(0x7FFFFFFF);
+    constexpr std::int32_t min_normal_biased = 127 + 1 - Bias;
+    const auto normal = a >= I(min_normal_biased << 23);
+    // Normal in the target: re-bias in place, discard 23 - M bits.
+    const I rebased = a - I((127 - Bias) << 23);
+    // Subnormal in the target: significand >> (151 - Bias - M - e). The scalar code takes shifts up
+    // to 63 (and calls 64 or more "below a quarter ulp"); a significand has 24 bits, so every shift
+    // from 25 up gives code 0 and a remainder below half: capping at 31 gives the same code.
+    const I exponent = a >> 23;
+    const auto has_exponent = exponent != I(0);
+    const I significand = choose(has_exponent, (a & I(0x7FFFFF)) | I(0x800000), a);
+    const I e = choose(has_exponent, exponent, I(1));
+    const I shift_sub = xsimd::min(I(151 - Bias - M) - e, I(31));  // >= 24 - M for these lanes
+    const I value = choose(normal, rebased, significand);
+    const I shift = choose(normal, I(23 - M), shift_sub);
+    const I code = value >> shift;  // value >= 0 in every lane that is used
+    const I rem = value & ((I(1) << shift) - I(1));
+    const I half = I(1) << (shift - I(1));
+    const auto up = (rem > half) | ((rem == half) & ((code & I(1)) != I(0)));
+    const I magnitude = code + (xsimd::bitwise_cast<Arch>(up) & I(1));
+    I out = sign | magnitude;
+    out = choose(magnitude > I(MaxFinite), sign | I(k.overflow), out);
+    out = choose(a == I(0x7F800000), sign | I(k.inf), out);
+    out = choose(a > I(0x7F800000), (sign & I(k.nan_sign_mask)) | I(k.nan), out);
+    return out;
+  }
+
+  static void narrow(I v, std::uint8_t* out, std::size_t count) {
+    alignas(64) std::int32_t lanes[W];
+    v.store_aligned(lanes);
+    for (std::size_t j = 0; j < count; ++j) out[j] = static_cast<std::uint8_t>(lanes[j]);
+  }
+
+  // Loads count <= W floats, the rest of the lanes 0.0f (a tail).
+  static F load_partial(const float* x, std::size_t count) {
+    alignas(64) float lanes[W] = {};
+    std::memcpy(lanes, x, count * sizeof(float));
+    return F::load_aligned(lanes);
+  }
+
+  // codes[i] = encode(x[i] / divisor) (Divide) or encode(x[i]).
+  template <int Bias, int M, int MaxFinite, bool Divide>
+  static void encode_span(const float* x, float divisor, std::uint8_t* out, std::size_t n, const EncodeConstants& k) {
+    const F d(divisor);
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) {
+      F v = F::load_unaligned(x + i);
+      if constexpr (Divide) v = v / d;
+      narrow(encode<Bias, M, MaxFinite>(v, k), out + i, W);
+    }
+    if (i < n) {
+      F v = load_partial(x + i, n - i);
+      if constexpr (Divide) v = v / d;
+      narrow(encode<Bias, M, MaxFinite>(v, k), out + i, n - i);
+    }
+  }
+
+  // ---- torchao's branchless codebook search (codebook.cpp torchao_search) of x[i] / divisor, with
+  // the table read by gathers: the same comparisons in the same order, so any table (sorted or not,
+  // NaN entries included) gives the scalar search's codes.
+  template <int Size>
+  static I torchao_search(F y, const float* q) {
+    I c = int_mask(y >= F(q[Size / 2])) & I(Size / 2);
+    for (int s = Size / 4; s >= 1; s /= 2) c = c + (int_mask(y >= F::gather(q, c + I(s))) & I(s));
+    const I up = xsimd::min(c + I(1), I(Size - 1));
+    const F qc = F::gather(q, c);
+    const F r = y - qc;
+    const F half = (F::gather(q, up) - qc) * F(0.5f);
+    return choose(int_mask(r >= half) != I(0), up, c);
+  }
+
+  // The same search with the bucket table (fast_ops.hpp SearchBuckets): one gather of the lanes'
+  // buckets; where every lane's code is known from its bucket, that is the answer; where every
+  // lane's bracket is known, the last step alone; otherwise the whole search.
+  template <int Size>
+  static I torchao_search_bucketed(F y, const float* q, const std::int32_t* table) {
+    const I key = xsimd::bitwise_cast<I>(y);
+    const I e = I::gather(table, (key >> kBucketShift) & I(kBucketMask));
+    if (xsimd::all((e & I(kCodeKnown)) != I(0))) return (e >> 8) & I(0xFF);
+    if (xsimd::all((e & I(kBracketKnown)) != I(0))) {
+      const I c = e & I(0xFF);
+      const I up = xsimd::min(c + I(1), I(Size - 1));
+      const F qc = F::gather(q, c);
+      const F r = y - qc;
+      const F half = (F::gather(q, up) - qc) * F(0.5f);
+      return choose(int_mask(r >= half) != I(0), up, c);
+    }
+    return torchao_search<Size>(y, q);
+  }
+
+  template <int Size>
+  static void torchao_search_table_span(const float* x, float divisor, const float* q, const std::int32_t* table,
+                                        std::uint8_t* out, std::size_t n) {
+    const F d(divisor);
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) narrow(torchao_search_bucketed<Size>(F::load_unaligned(x + i) / d, q, table), out + i, W);
+    if (i < n) narrow(torchao_search_bucketed<Size>(load_partial(x + i, n - i) / d, q, table), out + i, n - i);
+  }
+
+  template <int Size>
+  static void torchao_search_span(const float* x, float divisor, const float* q, std::uint8_t* out, std::size_t n) {
+    const F d(divisor);
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) narrow(torchao_search<Size>(F::load_unaligned(x + i) / d, q), out + i, W);
+    if (i < n) narrow(torchao_search<Size>(load_partial(x + i, n - i) / d, q), out + i, n - i);
+  }
+
+  // ---- bitsandbytes' CPU table index (codebook.cpp BnbCpuLut::index_of) of x[i] * inv.
+  static I bnb_index(F y) {
+    const auto nan = xsimd::isnan(y);
+    y = xsimd::select(y < F(-1.0f), F(-1.0f), xsimd::select(F(1.0f) < y, F(1.0f), y));  // std::clamp
+    const F t = (y + F(1.0f)) * F(0.5f);
+    F f;
+    if constexpr (kNativeFma) {
+      f = xsimd::fma(t, F(65535.0f), F(0.5f));
+    } else {
+      alignas(64) float lanes[W];
+      t.store_aligned(lanes);
+      for (std::size_t j = 0; j < W; ++j) lanes[j] = std::fma(lanes[j], 65535.0f, 0.5f);
+      f = F::load_aligned(lanes);
+    }
+    // f lies in [0.5, 65535.5]: truncation toward zero, as static_cast<std::uint16_t>
+    return choose(int_mask(nan) != I(0), I(0), xsimd::batch_cast<std::int32_t>(f));
+  }
+
+  static void bnb_lut_span(const float* x, float inv, const std::uint8_t* table, std::uint8_t* out, std::size_t n) {
+    const F s(inv);
+    alignas(64) std::int32_t lanes[W];
+    std::size_t i = 0;
+    for (; i < n; i += W) {
+      const std::size_t count = n - i < W ? n - i : W;
+      const F y = (count == W ? F::load_unaligned(x + i) : load_partial(x + i, count)) * s;
+      bnb_index(y).store_aligned(lanes);
+      for (std::size_t j = 0; j < count; ++j) out[i + j] = table[lanes[j]];
+    }
+  }
+
+  // ---- max |x| over a block: the largest non-NaN |x| (+0 when there is none), and whether a NaN
+  // was seen. Every |x| is >= +0 and not NaN once NaNs are set aside, so the maximum is one value
+  // whatever the order of comparison: the scalar loops' result, bit for bit.
+  static AbsMax abs_max(const float* x, std::size_t n) {
+    F m(0.0f);
+    auto nan = F(0.0f) != F(0.0f);
+    std::size_t i = 0;
+    for (; i < n; i += W) {
+      const std::size_t count = n - i < W ? n - i : W;
+      const F a = xsimd::abs(count == W ? F::load_unaligned(x + i) : load_partial(x + i, count));
+      const auto is_nan = xsimd::isnan(a);
+      nan = nan | is_nan;
+      m = xsimd::max(m, xsimd::select(is_nan, F(0.0f), a));
+    }
+    alignas(64) float lanes[W];
+    m.store_aligned(lanes);
+    float best = 0.0f;
+    for (std::size_t j = 0; j < W; ++j) best = best < lanes[j] ? lanes[j] : best;
+    return {best, xsimd::any(nan)};
+  }
+
+  static Ops ops(const char* name) {
+    Ops o;
+    o.name = name;
+    using E4 = fp8::E4M3FN;
+    using E5 = fp8::E5M2;
+    o.encode_e4m3 = encode_span<E4::bias, E4::mantissa_bits, E4::max_finite, false>;
+    o.encode_e5m2 = encode_span<E5::bias, E5::mantissa_bits, E5::max_finite, false>;
+    o.encode_e4m3_divided = encode_span<E4::bias, E4::mantissa_bits, E4::max_finite, true>;
+    o.torchao_search16 = torchao_search_span<16>;
+    o.torchao_search256 = torchao_search_span<256>;
+    o.torchao_search16_table = torchao_search_table_span<16>;
+    o.torchao_search256_table = torchao_search_table_span<256>;
+    o.bnb_lut = bnb_lut_span;
+    o.abs_max = abs_max;
+    return o;
+  }
+};
+
+}  // namespace
+}  // namespace lowbit::fast

@@ -1,0 +1,59 @@
+#pragma once
+// The table of vector kernels the fast paths call (fast_kernels.hpp), one per instruction set,
+// chosen once per process from what the CPU has (fast_ops.cpp). Private to the arithmetic library.
+#include <cstddef>
+#include <cstdint>
+
+namespace lowbit::fast {
+
+// The codes an FP8 encoder gives the special inputs under a Policy, sign aside (fp8.hpp
+// overflow_code, the Inf branch of encode_with, nan_code): computed by the scalar encoder once per
+// call, so that the kernels repeat no policy logic.
+struct EncodeConstants {
+  std::int32_t overflow;       // a finite value past the largest: | sign
+  std::int32_t inf;            // +-Inf: | sign
+  std::int32_t nan;            // a NaN input: | (sign & nan_sign_mask)
+  std::int32_t nan_sign_mask;  // 0x80 where the policy keeps a NaN's sign, else 0
+};
+
+struct AbsMax {
+  float max;     // the largest |x| that is not NaN; +0 when there is none
+  bool has_nan;
+};
+
+// The bucket table of torchao's search over a codebook: one int32 per bucket of binary32 patterns
+// (the pattern >> kBucketShift), saying what every y of the bucket shares: the bracket c the search
+// reaches before its last step (bits 0-7, valid where kBracketKnown), and the code (bits 8-15, valid
+// where kCodeKnown). Built by blockwise.cpp from the scalar search at the bucket's two ends.
+constexpr int kBucketShift = 12;
+constexpr std::int32_t kBucketMask = (1 << (32 - kBucketShift)) - 1;
+constexpr std::int32_t kBracketKnown = 1 << 16;
+constexpr std::int32_t kCodeKnown = 1 << 17;
+
+struct Ops {
+  const char* name;
+  // codes[i] = encode(x[i]) (the divisor is not used) or encode(x[i] / divisor) (_divided)
+  void (*encode_e4m3)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
+  void (*encode_e5m2)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
+  void (*encode_e4m3_divided)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
+  // codes[i] = torchao_search(x[i] / divisor, q) for a table of 16 or 256 entries
+  void (*torchao_search16)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);
+  void (*torchao_search256)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);
+  // the same with the bucket table (kBucketShift)
+  void (*torchao_search16_table)(const float* x, float divisor, const float* q, const std::int32_t* buckets,
+                                 std::uint8_t* codes, std::size_t n);
+  void (*torchao_search256_table)(const float* x, float divisor, const float* q, const std::int32_t* buckets,
+                                  std::uint8_t* codes, std::size_t n);
+  // codes[i] = table[BnbCpuLut::index_of(x[i] * inv)] for bitsandbytes' 65 536-entry table
+  void (*bnb_lut)(const float* x, float inv, const std::uint8_t* table, std::uint8_t* codes, std::size_t n);
+  AbsMax (*abs_max)(const float* x, std::size_t n);
+};
+
+// The kernels of one instruction set: SSE2 (every x86-64), AVX2 with FMA3 (null where not built).
+const Ops* ops_sse2();
+const Ops* ops_avx2();
+
+// The table in use: AVX2 + FMA3 where the CPU has them, else SSE2; simd::set_level changes it.
+const Ops& ops();
+
+}  // namespace lowbit::fast

@@ -1,0 +1,31 @@
+#pragma once
+// The one way the arithmetic library spreads work over threads: consecutive ranges of blocks, one
+// range per thread. A block is computed by one thread from its own inputs into its own outputs, so
+// the bytes cannot depend on the thread count. Private to the library.
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace lowbit::parallel {
+
+// Calls body(first_block, end_block) for at most `threads` ranges covering [0, blocks); the calling
+// thread takes the first range. body must not throw (check inputs before).
+template <class Body>
+void for_block_ranges(std::size_t blocks, int threads, const Body& body) {
+  if (threads < 1) throw std::invalid_argument("thread count must be at least 1 (got " + std::to_string(threads) + ")");
+  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(threads), blocks);
+  if (t <= 1) {
+    body(std::size_t{0}, blocks);
+    return;
+  }
+  auto range_start = [&](std::size_t k) { return blocks / t * k + std::min(k, blocks % t); };
+  std::vector<std::thread> pool;
+  pool.reserve(t - 1);
+  for (std::size_t k = 1; k < t; ++k) pool.emplace_back([&, k] { body(range_start(k), range_start(k + 1)); });
+  body(range_start(0), range_start(1));
+  for (std::thread& th : pool) th.join();
+}
+
+}  // namespace lowbit::parallel
