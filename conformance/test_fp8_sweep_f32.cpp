@@ -1,5 +1,6 @@
 // Exhaustive: all 2^32 binary32 inputs, for every (format, overflow policy) pair and both rounding
-// modes, encoded by the reference and by the independent checker. Labelled slow.
+// modes, encoded by the reference and by the independent checker, and (nearest-even) the fast cast
+// against the reference in the same pass. Labelled slow.
 #include <doctest/doctest.h>
 
 #include <thread>
@@ -15,6 +16,7 @@ void sweep_clean(FormatId format, Overflow overflow, Rounding rounding) {
   cfg.policy = {overflow, overflow == Overflow::SatFinite ? kCudaNan : kTorchNan};
   cfg.rounding = rounding;
   cfg.seed = 1;
+  cfg.check_fast_path = true;
   cfg.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const SweepResult r = run_sweep(cfg);
   CAPTURE(format_info(format).name);
@@ -27,6 +29,9 @@ void sweep_clean(FormatId format, Overflow overflow, Rounding rounding) {
   CHECK(r.by_class[static_cast<std::size_t>(InputClass::Inf)].inputs == 2);
   CHECK(r.by_class[static_cast<std::size_t>(InputClass::Zero)].inputs == 2);
   if (rounding == Rounding::NearestEven) CHECK(r.ties.inputs > 0);
+  // the fast cast (fp8_cast.hpp) against the reference, on the same inputs in the same pass
+  CHECK(r.fast_path.inputs == (rounding == Rounding::NearestEven ? std::uint64_t{1} << 32 : 0));
+  CHECK(r.fast_path.mismatches == 0);
 }
 }  // namespace
 

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "lowbit/fp8_cast.hpp"
+
 namespace lowbit::fp8 {
 
 std::string_view source_name(Source s) {
@@ -58,8 +60,12 @@ namespace {
 struct ChunkResult {
   std::array<Tally, kInputClasses.size()> by_class{};
   Tally ties;
+  Tally fast_path;
   std::vector<Mismatch> mismatches;  // at most max_reported_mismatches
 };
+
+// The fast cast is run on this many consecutive inputs at a time (it divides every chunk size).
+constexpr std::size_t kFastBatch = 4096;
 
 template <Source S>
 float widen(std::uint32_t pattern) {
@@ -102,9 +108,21 @@ void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint
   Tally ties;
   std::size_t interval = 0;
   bool interval_known = false;
+  // The reference's own sweep also holds the fast cast against the reference encoder, batch by
+  // batch, so that every input of the source type proves it in the same pass.
+  const bool check_fast =
+      cfg.check_fast_path && !AgainstReference && R == Rounding::NearestEven && !has_candidate && !has_candidate_bits;
+  std::array<float, kFastBatch> fast_in;
+  std::array<std::uint8_t, kFastBatch> fast_codes;
+  Tally fast;
   for (std::uint64_t n = begin; n < end; ++n) {
     const auto pattern = static_cast<std::uint32_t>(n);
     const float x = widen<S>(pattern);
+    const std::size_t in_batch = static_cast<std::size_t>(n - begin) % kFastBatch;
+    if (check_fast && in_batch == 0) {
+      for (std::size_t j = 0; j < kFastBatch; ++j) fast_in[j] = widen<S>(static_cast<std::uint32_t>(n + j));
+      encode_array(Format::id, fast_in, fast_codes, policy);
+    }
     const std::uint32_t random_bits = R == Rounding::Stochastic ? sweep_random_bits(seed, pattern) : 0;
     auto reference = [&] {
       if constexpr (R == Rounding::Stochastic) return encode_stochastic<Format>(x, random_bits, policy);
@@ -114,6 +132,10 @@ void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint
     if (has_candidate) actual = cfg.candidate(x, random_bits);
     else if (has_candidate_bits) actual = cfg.candidate_bits(pattern, random_bits);
     else actual = reference();
+    if (check_fast) {
+      ++fast.inputs;
+      fast.mismatches += fast_codes[in_batch] != actual;
+    }
 
     std::uint8_t expected;
     InputClass cls;
@@ -158,6 +180,7 @@ void sweep_chunk(const DoubleChecker& checker, const SweepConfig& cfg, std::uint
   }
   out.by_class = by_class;
   out.ties = ties;
+  out.fast_path = fast;
 }
 
 template <class Format, Source S, Rounding R>
@@ -189,6 +212,8 @@ SweepResult sweep_all(const SweepConfig& cfg) {
     }
     r.ties.inputs += c.ties.inputs;
     r.ties.mismatches += c.ties.mismatches;
+    r.fast_path.inputs += c.fast_path.inputs;
+    r.fast_path.mismatches += c.fast_path.mismatches;
     for (const Mismatch& m : c.mismatches)
       if (r.first_mismatches.size() < cfg.max_reported_mismatches) r.first_mismatches.push_back(m);
   }

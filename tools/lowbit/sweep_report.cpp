@@ -35,7 +35,7 @@ std::string label(const SweepRun& r) {
 
 bool all_clean(const std::vector<SweepRun>& runs) {
   for (const SweepRun& r : runs)
-    if (r.result.mismatches != 0) return false;
+    if (r.result.mismatches != 0 || r.result.fast_path.mismatches != 0) return false;
   return true;
 }
 
@@ -71,6 +71,7 @@ nlohmann::json sweep_report_json(const std::vector<SweepRun>& runs) {
       run["classes"][std::string(fp8::input_class_name(k))] = {{"inputs", t.inputs}, {"mismatches", t.mismatches}};
     }
     run["ties"] = {{"inputs", r.result.ties.inputs}, {"mismatches", r.result.ties.mismatches}};
+    run["fast_path"] = {{"inputs", r.result.fast_path.inputs}, {"mismatches", r.result.fast_path.mismatches}};
     run["first_mismatches"] = nlohmann::json::array();
     for (const fp8::Mismatch& m : r.result.first_mismatches) {
       nlohmann::json j = {{"input", hex(m.input_bits, input_digits(c.source))},

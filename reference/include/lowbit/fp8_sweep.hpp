@@ -56,6 +56,11 @@ struct SweepConfig {
   // __nv_cvt_halfraw_to_fp8 and __nv_cvt_bfloat16raw_to_fp8. At most one of the two is set.
   std::function<std::uint8_t(std::uint32_t pattern, std::uint32_t random_bits)> candidate_bits;
   Expected expected = Expected::Checker;
+  // Also hold the fast cast (fp8_cast.hpp encode_array) against the reference encoder on every input,
+  // in the same pass (nearest-even sweeps of the reference itself): SweepResult::fast_path. Costs
+  // about a quarter more CPU time on float32 (40 s -> 51 s of CPU for one format and policy);
+  // test_fp8_sweep_f32 asks for it, `lowbit sweep fp8` with --check-fast.
+  bool check_fast_path = false;
 };
 
 struct Tally {
@@ -75,6 +80,9 @@ struct SweepResult {
   std::uint64_t mismatches = 0;
   std::array<Tally, kInputClasses.size()> by_class{};
   Tally ties;  // inputs exactly half-way between two neighbouring codes (also counted in a class)
+  // The fast cast (fp8_cast.hpp encode_array, vectorized) against the reference encoder on the same
+  // inputs, in the same pass, where SweepConfig::check_fast_path asks; inputs 0 otherwise. Disagreements here are not in `mismatches` (which is reference vs checker).
+  Tally fast_path;
   std::vector<Mismatch> first_mismatches;  // in input order
   double seconds = 0;
 };
