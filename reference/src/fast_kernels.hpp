@@ -35,6 +35,21 @@ struct Kernels {
   // the FMA3 architectures may use it; elsewhere each lane calls std::fma.
   static constexpr bool kNativeFma = std::is_base_of_v<xsimd::fma3<xsimd::avx2>, Arch>;
 
+  // Gathers. xsimd 8.1's batch::gather names its kernel with two template arguments, which its AVX2
+  // overloads (one argument, or a broken enable_if) cannot take, so it always falls back to one
+  // scalar load per lane; the AVX2 float overload is reached by naming it as below. Table words
+  // travel through the float gather as bits (a load: no arithmetic touches them).
+  static constexpr bool kAvx2Gather = std::is_base_of_v<xsimd::avx2, Arch>;
+  static F gather(const float* src, I index) {
+    if constexpr (kAvx2Gather) return xsimd::kernel::gather<Arch>(src, index, Arch{});
+    else return F::gather(src, index);
+  }
+  static I gather(const std::int32_t* src, I index) {
+    if constexpr (kAvx2Gather)
+      return xsimd::bitwise_cast<I>(xsimd::kernel::gather<Arch>(reinterpret_cast<const float*>(src), index, Arch{}));
+    else return I::gather(src, index);
+  }
+
   static I int_mask(xsimd::batch_bool<float, Arch> m) { return xsimd::bitwise_cast<I>(xsimd::bitwise_cast<Arch>(m)); }
   static I choose(xsimd::batch_bool<std::int32_t, Arch> m, I a, I b) { return xsimd::select(m, a, b); }
 
@@ -107,11 +122,11 @@ struct Kernels {
   template <int Size>
   static I torchao_search(F y, const float* q) {
     I c = int_mask(y >= F(q[Size / 2])) & I(Size / 2);
-    for (int s = Size / 4; s >= 1; s /= 2) c = c + (int_mask(y >= F::gather(q, c + I(s))) & I(s));
+    for (int s = Size / 4; s >= 1; s /= 2) c = c + (int_mask(y >= gather(q, c + I(s))) & I(s));
     const I up = xsimd::min(c + I(1), I(Size - 1));
-    const F qc = F::gather(q, c);
+    const F qc = gather(q, c);
     const F r = y - qc;
-    const F half = (F::gather(q, up) - qc) * F(0.5f);
+    const F half = (gather(q, up) - qc) * F(0.5f);
     return choose(int_mask(r >= half) != I(0), up, c);
   }
 
@@ -121,14 +136,14 @@ struct Kernels {
   template <int Size>
   static I torchao_search_bucketed(F y, const float* q, const std::int32_t* table) {
     const I key = xsimd::bitwise_cast<I>(y);
-    const I e = I::gather(table, (key >> kBucketShift) & I(kBucketMask));
+    const I e = gather(table, (key >> kBucketShift) & I(kBucketMask));
     if (xsimd::all((e & I(kCodeKnown)) != I(0))) return (e >> 8) & I(0xFF);
     if (xsimd::all((e & I(kBracketKnown)) != I(0))) {
       const I c = e & I(0xFF);
       const I up = xsimd::min(c + I(1), I(Size - 1));
-      const F qc = F::gather(q, c);
+      const F qc = gather(q, c);
       const F r = y - qc;
-      const F half = (F::gather(q, up) - qc) * F(0.5f);
+      const F half = (gather(q, up) - qc) * F(0.5f);
       return choose(int_mask(r >= half) != I(0), up, c);
     }
     return torchao_search<Size>(y, q);
