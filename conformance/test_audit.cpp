@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@
 #include "bits_printer.hpp"
 #include "elementwise.hpp"
 #include "lowbit/audit.hpp"
+#include "lowbit/audit_budget.hpp"
+#include "lowbit/audit_exact.hpp"
+#include "lowbit/audit_storage.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
@@ -193,6 +197,186 @@ TEST_CASE("the measures are the same bytes for 1 and 2 threads, for every format
   CHECK(value(m.mean_abs) == doctest::Approx(abs / static_cast<double>(x.size())).epsilon(1e-12));
   CHECK(value(m.sqnr_db) == doctest::Approx(10 * std::log10(x2 / err2)).epsilon(1e-12));
   CHECK(same(m, audit::audit(t8, x, 256, 1)));
+}
+
+TEST_CASE("bits per element: what each library stores, derived by hand, at two block sizes each") {
+  // The storage of one quantized tensor of n elements, as each library allocates it (torchao 0.18
+  // optim/subclass_8bit.py, subclass_4bit.py, subclass_fp8.py; bitsandbytes 0.50 functional.py
+  // quantize_blockwise's QuantState; COAT 80ec99f coat/optimizer/fp8_adamw.py), in bits:
+  //   torchao 8-bit:  uint8 codes per element, float32 scale per block, float32 qmap of 256
+  //   torchao 4-bit:  uint8 codes two per byte (numel / 2), float32 scale per block, qmap of 16;
+  //                   the audit pads a partial tail block to a whole one, and the padding is stored
+  //   torchao FP8:    float8_e4m3fn codes per element, float32 scale per block
+  //   bitsandbytes:   uint8 codes per element, float32 absmax per block (partial tail: one more), code of 256
+  //   COAT:           e4m3 codes per element, float32 scale per group of 128 (expansion: also k and
+  //                   the centre, float32 per group)
+  struct Expected {
+    const char* format;
+    std::size_t n, block;
+    double bits;
+  };
+  const auto blocks = [](std::size_t n, std::size_t b) { return static_cast<double>((n + b - 1) / b); };
+  const std::vector<Expected> table = {
+      {"torchao.codebook8.signed", 4096, 32, 8.0 * 4096 + 32 * 128 + 32 * 256},
+      {"torchao.codebook8.unsigned", 4096, 256, 8.0 * 4096 + 32 * 16 + 32 * 256},
+      {"torchao.codebook4.signed", 4096, 128, 4.0 * 4096 + 32 * 32 + 32 * 16},
+      {"torchao.codebook4.unsigned", 4096, 2048, 4.0 * 4096 + 32 * 2 + 32 * 16},
+      {"torchao.codebook4.signed", 1000, 128, 4.0 * 1024 + 32 * 8 + 32 * 16},  // padded to 8 blocks of 128
+      {"torchao.fp8", 4096, 64, 8.0 * 4096 + 32 * 64},
+      {"torchao.fp8", 1000, 256, 8.0 * 1024 + 32 * 4},
+      {"bnb.blockwise8.dynamic", 4096, 64, 8.0 * 4096 + 32 * 64 + 32 * 256},
+      {"bnb.blockwise8.dynamic", 1000, 4096, 8.0 * 1000 + 32 * 1 + 32 * 256},  // partial block, no padding
+      {"bnb.blockwise8.linear", 1000, 64, 8.0 * 1000 + 32 * blocks(1000, 64) + 32 * 256},
+      {"fp8.perblock.e4m3", 1000, 16, 8.0 * 1000 + 32 * blocks(1000, 16)},
+      {"coat.optim.origin.e4m3", 4096, 128, 8.0 * 4096 + 32 * 32},
+      {"coat.optim.origin.e4m3", 1000, 128, 8.0 * 1000 + 32 * 8},
+      {"coat.optim.expand.e4m3", 4096, 128, 8.0 * 4096 + 3 * 32 * 32},
+      {"coat.optim.expand.e4m3", 1000, 128, 8.0 * 1000 + 3 * 32 * 8},
+  };
+  for (const Expected& e : table) {
+    CAPTURE(e.format);
+    CAPTURE(e.n);
+    CAPTURE(e.block);
+    const audit::Storage s = audit::storage(format(e.format), e.n, e.block);
+    CHECK(value(static_cast<double>(s.bits)) == value(e.bits));
+    CHECK(value(s.bits_per_element) == value(e.bits / static_cast<double>(e.n)));
+  }
+  // the closed forms at n a multiple of the block: 8-bit 8 + 32/B + 8192/n, 4-bit 4 + 32/B + 512/n
+  CHECK(value(audit::storage(format("torchao.codebook8.signed"), 1 << 20, 256).bits_per_element) ==
+        value(8 + 32.0 / 256 + 8192.0 / (1 << 20)));
+  CHECK(value(audit::storage(format("torchao.codebook4.signed"), 1 << 20, 32).bits_per_element) ==
+        value(4 + 32.0 / 32 + 512.0 / (1 << 20)));
+  // the stored tensors, named
+  const audit::Storage t4 = audit::storage(format("torchao.codebook4.signed"), 4096, 128);
+  REQUIRE(t4.tensors.size() == 3);
+  CHECK(t4.tensors[0].name == "codes_packed");
+  CHECK(t4.tensors[0].elements == 2048);
+  CHECK(t4.tensors[1].name == "scale");
+  CHECK(t4.tensors[2].name == "qmap");
+  // audit() reports the same figure; a block size where the round trip does not run is refused
+  const std::vector<float> x = audit::make_input("normal:n=4096,seed=3");
+  CHECK(value(audit::audit(format("torchao.fp8"), x, 64).bits_per_element) == value(8.0 + 32.0 / 64));
+  CHECK_THROWS_WITH_AS(audit::storage(format("coat.optim.expand.e4m3"), 4096, 256), doctest::Contains("COAT groups are 128"),
+                       std::invalid_argument);
+  CHECK_THROWS_AS(audit::storage(format("bnb.blockwise8.dynamic"), 4096, 32), std::invalid_argument);
+  // every format with a round trip names what it stores, and each is sized
+  for (const FormatSpec* f : audit::formats()) {
+    CAPTURE(f->name);
+    const std::size_t b = f->round_trip_blocks.min > 128 ? f->round_trip_blocks.min : 128;
+    CHECK(audit::storage(*f, 4096, b).bits_per_element > 4.0);
+  }
+}
+
+TEST_CASE("budget: the fewest bits per element within it, per input and overall, or none") {
+  // Rows made by hand: the choice depends only on bits and the measure.
+  const FormatSpec& a = format("torchao.codebook8.signed");
+  const FormatSpec& b = format("torchao.codebook4.signed");
+  const FormatSpec& c = format("torchao.fp8");
+  const auto row = [](const std::string& in, const FormatSpec& f, std::size_t block, double bits, double rel_l2, std::size_t n) {
+    audit::Row r{in, &f, block, "", {}};
+    r.m.n = n, r.m.bits_per_element = bits, r.m.rel_l2 = rel_l2, r.m.sqnr_db = -20 * std::log10(rel_l2);
+    return r;
+  };
+  std::vector<audit::Row> rows = {
+      row("x", a, 256, 8.2, 0.010, 1000), row("x", a, 32, 9.1, 0.006, 1000), row("x", b, 128, 4.3, 0.15, 1000),
+      row("x", c, 256, 8.125, 0.020, 1000),
+      row("y", a, 256, 8.2, 0.030, 3000), row("y", a, 32, 9.1, 0.011, 3000), row("y", b, 128, 4.3, 0.012, 3000),
+      row("y", c, 256, 8.125, 0.020, 3000),
+  };
+  rows.push_back({"y", &b, 64, "n/a (test)", {}});
+  const audit::Budget budget = audit::parse_budget("rel_l2=0.02");
+  CHECK(budget.metric == "rel_l2");
+  CHECK(budget.text() == "rel_l2 <= 0.02");
+  const std::vector<audit::Choice> choices = audit::choose(rows, budget);
+  REQUIRE(choices.size() == 3);
+  // x: 4-bit misses (0.15), fp8 at 256 (8.125 bits) meets it with fewer bits than 8-bit at 256
+  CHECK(choices[0].input == "x");
+  REQUIRE(choices[0].best);
+  CHECK(choices[0].best->format == &c);
+  CHECK(choices[0].candidates == 4);
+  // y: 4-bit at 128 meets it (0.012)
+  REQUIRE(choices[1].best);
+  CHECK(choices[1].best->format == &b);
+  CHECK(choices[1].best->block == 128);
+  CHECK(choices[1].candidates == 4);
+  // overall: 4-bit fails on x; fp8 at 256 meets both (0.020 each); 8-bit at 256 fails on y
+  CHECK(choices[2].input.empty());
+  REQUIRE(choices[2].best);
+  CHECK(choices[2].best->format == &c);
+  CHECK(choices[2].best->block == 256);
+  CHECK(value(choices[2].best->m.bits_per_element) == value(8.125));
+  CHECK(choices[2].candidates == 4);  // b at 64 did not run on x
+  // tighter: only 8-bit at 32 meets 0.011 on both; overall bits are the element-weighted mean
+  const auto tight = audit::choose(rows, audit::parse_budget("rel_l2_error=0.011"));
+  REQUIRE(tight[2].best);
+  CHECK(tight[2].best->format == &a);
+  CHECK(tight[2].best->block == 32);
+  CHECK(value(tight[2].best->m.rel_l2) == value(0.011));  // the worst input's
+  // SQNR is a floor; a budget nothing meets
+  const auto sq = audit::choose(rows, audit::parse_budget("sqnr_db=40"));
+  REQUIRE(sq[0].best);
+  CHECK(sq[0].best->format == &a);  // 8-bit: 40 dB at 256 (to rounding), 44 dB at 32; fp8 34 dB, 4-bit 16 dB
+  const auto none = audit::choose(rows, audit::parse_budget("rel_l2=0.001"));
+  for (const auto& ch : none) CHECK_FALSE(ch.best);
+  CHECK_THROWS_WITH_AS(audit::parse_budget("l2=0.1"), doctest::Contains("unknown metric 'l2'"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::parse_budget("rel_l2"), doctest::Contains("METRIC=VALUE"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::parse_budget("rel_l2=abc"), doctest::Contains("not a finite number"), std::invalid_argument);
+  CHECK_THROWS_WITH_AS(audit::parse_budget("rel_l2=nan"), doctest::Contains("not a finite number"), std::invalid_argument);
+  CHECK_THROWS_AS(audit::parse_budget("rel_l2=-1"), std::invalid_argument);
+}
+
+TEST_CASE("already quantized: a state dequantized through the reference comes back unchanged at its own format and block") {
+  const std::vector<float> x = audit::make_input("normal:n=10000,seed=4");
+  const std::vector<float> head(x.begin(), x.begin() + 9984);  // 39 whole blocks of 256
+  const auto find = [](const std::vector<audit::ExactRoundTrip>& list, const std::string& name, std::size_t block) {
+    const auto it = std::find_if(list.begin(), list.end(), [&](const auto& e) { return e.format->name == name && e.block_size == block; });
+    return it == list.end() ? std::optional<audit::ExactRoundTrip>{} : std::optional<audit::ExactRoundTrip>{*it};
+  };
+  // torchao's signed 8-bit map runs from -0.99297 to 1: a block led by a positive value keeps its
+  // absmax (q[255] = 1) and every code; one led by a negative value comes back with absmax 0.99297
+  // times smaller and moves. So the blocks that come back unchanged are those led by a positive value.
+  const std::vector<float> q8 = codebook::signed8();
+  REQUIRE(value(q8[255]) == value(1.0f));
+  REQUIRE(value(q8[0]) > value(-1.0f));
+  const auto t8 = blockwise::torchao_quantize(head, q8, 256);
+  const std::vector<float> state = blockwise::torchao_dequantize(t8.codes, t8.scale, q8, 256);
+  std::size_t led_by_positive = 0;
+  for (std::size_t b = 0; b < 39; ++b) {
+    const auto first = state.begin() + static_cast<std::ptrdiff_t>(b * 256);
+    led_by_positive += *std::max_element(first, first + 256, [](float a, float c) { return std::fabs(a) < std::fabs(c); }) > 0;
+  }
+  CHECK(led_by_positive > 10);
+  CHECK(led_by_positive < 39);
+  const auto exact = audit::exact_round_trips(state, audit::formats());
+  const auto at256 = find(exact, "torchao.codebook8.signed", 256);
+  REQUIRE(at256);
+  CHECK(at256->blocks == 39);
+  CHECK(at256->exact_blocks == led_by_positive);
+  CHECK_FALSE(find(exact, "torchao.codebook8.signed", 128));  // its halves led by a positive absmax: half the share
+  CHECK_FALSE(find(exact, "torchao.codebook8.signed", 512));
+  CHECK_FALSE(find(exact, "torchao.codebook4.signed", 256));
+  // and what the audit shows without the warning: the error at 256 far below its neighbours'
+  const double e128 = audit::audit(format("torchao.codebook8.signed"), state, 128).rel_l2;
+  const double e256 = audit::audit(format("torchao.codebook8.signed"), state, 256).rel_l2;
+  CHECK(e256 < e128 / 1.5);
+  // the unsigned map (0 .. 1) and per-block E4M3 (symmetric): every block comes back unchanged
+  std::vector<float> magnitudes(head.size());
+  std::transform(head.begin(), head.end(), magnitudes.begin(), [](float v) { return std::fabs(v); });
+  const std::vector<float> u8 = codebook::unsigned8();
+  const auto tu = blockwise::torchao_quantize(magnitudes, u8, 256);
+  const auto u = find(audit::exact_round_trips(blockwise::torchao_dequantize(tu.codes, tu.scale, u8, 256), audit::formats()),
+                      "torchao.codebook8.unsigned", 256);
+  REQUIRE(u);
+  CHECK(u->exact_blocks == 39);
+  CHECK(u->blocks == 39);
+  const auto f8 = blockwise::fp8_perblock_quantize(x, 64);
+  const auto fp = find(audit::exact_round_trips(blockwise::fp8_perblock_dequantize(f8.codes, f8.scale, 64), audit::formats()),
+                       "fp8.perblock.e4m3", 64);
+  REQUIRE(fp);
+  CHECK(fp->exact_blocks == (10000 + 63) / 64);
+  // unquantized data: nothing; all zeros: nothing to tell
+  CHECK(audit::exact_round_trips(x, audit::formats()).empty());
+  CHECK(audit::exact_round_trips(std::vector<float>(512, 0.0f), audit::formats()).empty());
 }
 
 TEST_CASE("formats are selected by registry name and glob, as conform --format") {

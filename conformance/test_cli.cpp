@@ -460,7 +460,7 @@ TEST_CASE("audit and audit --trajectory take registry names and globs; unknown o
                              "--csv " + (dir / "bnb.csv"));
   CHECK(bnb.code == 0);
   const std::string csv = slurp(dir / "bnb.csv");
-  CHECK(csv.find("\"normal:n=4096,seed=1\",bnb.blockwise8.dynamic,32,n/a,,,,,,,,,,,,,,n/a (bitsandbytes block sizes are "
+  CHECK(csv.find("\"normal:n=4096,seed=1\",bnb.blockwise8.dynamic,32,n/a,,,,,,,,,,,,,,,n/a (bitsandbytes block sizes are "
                  "64..4096)\n") != std::string::npos);
   CHECK(csv.find("\"normal:n=4096,seed=1\",bnb.blockwise8.dynamic,64,ok,4096,64,1,") != std::string::npos);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 3);  // header and two rows: one format
@@ -471,7 +471,7 @@ TEST_CASE("audit and audit --trajectory take registry names and globs; unknown o
   CHECK(glob.code == 0);
   const std::string g = slurp(dir / "glob.csv");
   CHECK(g.find("adam-m:n=4096,torchao.codebook8.signed,64,ok,") != std::string::npos);
-  CHECK(g.find("adam-m:n=4096,torchao.codebook8.unsigned,64,n/a,,,,,,,,,,,,,,n/a (unsigned map: the data has "
+  CHECK(g.find("adam-m:n=4096,torchao.codebook8.unsigned,64,n/a,,,,,,,,,,,,,,,n/a (unsigned map: the data has "
                "negative values)\n") != std::string::npos);
   // on non-negative data both run
   const Run v = lowbit_cli("audit -q --formats 'torchao.codebook8.*' --block-sizes 64 --input adam-v:n=4096 --csv " +
@@ -523,6 +523,79 @@ TEST_CASE("audit --state is held to the MANIFEST.json that lists it, like every 
   const Run tampered = lowbit_cli(audit);
   CHECK(tampered.code == 2);
   CHECK(tampered.output.find("disagrees with the manifest") != std::string::npos);
+}
+
+TEST_CASE("audit --budget names the fewest bits per element within it, or says that none is") {
+  TempDir dir;
+  // On N(0, 1) data (docs/audit.md, example (b)): E4M3 keeps 31-32 dB at every block size, the 8-bit
+  // codebook 37-41 dB, the 4-bit one 15-18 dB. At 256, torchao.fp8 stores 8 + 32/256 bits per
+  // element and torchao.codebook8.signed also its 256-entry qmap (8192 bits over 65536 elements): so
+  // with a floor of 30 dB the pick is torchao.fp8 at 256, and nothing reaches 60 dB.
+  const std::string audit = "audit -q --formats torchao.fp8,torchao.codebook8.signed,torchao.codebook4.signed "
+                            "--block-sizes 32,256 --input normal:n=65536,seed=1 ";
+  const Run pick = lowbit_cli(audit + "--budget sqnr_db=30 --report " + (dir / "r.json"));
+  CHECK(pick.code == 0);
+  CHECK(pick.output.find("fewest bits per element with sqnr_db >= 30:\n  normal:n=65536,seed=1: torchao.fp8 at block 256: "
+                         "8.125 bits per element, sqnr_db 31.") != std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
+  REQUIRE(j.at("budget").at("choices").size() == 2);  // the input, then every input
+  for (const auto& c : j["budget"]["choices"]) {
+    CHECK(c.at("format") == "torchao.fp8");
+    CHECK(c.at("block_size") == 256);
+    CHECK(c.at("bits_per_element") == 8.125);
+  }
+  CHECK(slurp(dir / "r.md").find("| every input (one configuration for all) | torchao.fp8 at block 256: 8.125 bits") !=
+        std::string::npos);
+  for (const auto& r : j["rows"]) CHECK(r.at("bits_per_element").get<double>() >= 4.0);
+
+  const Run none = lowbit_cli(audit + "--budget sqnr_db=60 --report " + (dir / "n.json"));
+  CHECK(none.code == 0);
+  CHECK(none.output.find("normal:n=65536,seed=1: none of the 6 configuration(s) that ran meets sqnr_db >= 60") !=
+        std::string::npos);
+  const auto jn = nlohmann::json::parse(slurp(dir / "n.json"));
+  for (const auto& c : jn["budget"]["choices"]) CHECK(c.at("format").is_null());
+
+  for (const std::string bad : {"l2=0.1", "rel_l2", "rel_l2=x"}) {
+    CAPTURE(bad);
+    const Run r = lowbit_cli(audit + "--budget " + bad);
+    CHECK(r.code == 2);
+    CHECK(r.output.rfind("lowbit: error: --budget: budget '" + bad + "'", 0) == 0);
+  }
+}
+
+TEST_CASE("audit --state warns about a tensor that is already the dequantized values of a format") {
+  TempDir dir;
+  // the reference's own case: 'dequant' is torchao 8-bit's dequantized values at block 256, 'input' is not quantized
+  REQUIRE(lowbit_cli("golden generate --format torchao.codebook8.signed --input normal:n=4096,seed=2 --out " + (dir / "g"))
+              .code == 0);
+  std::string file;
+  for (const auto& e : fs::recursive_directory_iterator(dir.path / "g"))
+    if (e.path().extension() == ".safetensors") file = e.path().string();
+  REQUIRE(!file.empty());
+  const SplitRun r = run_shell_split(std::string(LOWBIT_CLI) + " audit -q --formats torchao.codebook8.signed "
+                                     "--block-sizes 128,256,512 --state " + file + " --tensors input,dequant --report " +
+                                     (dir / "r.json"));
+  CHECK(r.code == 0);
+  CHECK(r.err.find("lowbit: warning: " + file + ":dequant looks already quantized: torchao.codebook8.signed at block 256 "
+                   "gives ") != std::string::npos);
+  CHECK(r.err.find("at block 128") == std::string::npos);  // half the block: fewer blocks come back, not named
+  CHECK(r.err.find(":input:") == std::string::npos);  // the unquantized input: no warning
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  const auto j = nlohmann::json::parse(slurp(dir / "r.json"));
+  REQUIRE(j.at("inputs").size() == 2);
+  CHECK(j["inputs"][0].at("exact_round_trips").empty());
+  CHECK_FALSE(j["inputs"][0].contains("warning"));
+  const auto& exact = j["inputs"][1].at("exact_round_trips");
+  const auto at256 = std::find_if(exact.begin(), exact.end(), [](const auto& e) {
+    return e.at("format") == "torchao.codebook8.signed" && e.at("block_size") == 256;
+  });
+  REQUIRE(at256 != exact.end());
+  CHECK(at256->at("blocks") == 16);  // 4096 values: every block holds a nonzero value
+  CHECK(at256->at("exact_blocks").get<int>() >= 4);
+  const std::string md = slurp(dir / "r.md");
+  CHECK(md.find("**Warning:** `" + file + ":dequant` looks already quantized: torchao.codebook8.signed at block 256") !=
+        std::string::npos);
+  CHECK(md.find("**Warning:**") == md.rfind("**Warning:**"));  // once
 }
 
 TEST_CASE("every number of an input spec and every size parameter is checked before any work, named in the error") {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "lowbit/audit_storage.hpp"
 #include "lowbit/generators.hpp"
 
 namespace lowbit::audit {
@@ -178,7 +179,9 @@ Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_s
     f.round_trip(xs, block_size, negative, xh);
     return measure_chunk(xs, xh, block_size, start / block_size);
   });
-  return finish(combine(partials), x.size(), block_size, negative);
+  Metrics m = finish(combine(partials), x.size(), block_size, negative);
+  m.bits_per_element = storage(f, x.size(), block_size).bits_per_element;
+  return m;
 }
 
 Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads,
@@ -188,6 +191,7 @@ Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_s
   if (xh.size() != x.size()) throw std::invalid_argument(f.name + ": the round trip returned another length");
   Metrics m = measure(x, xh, block_size, threads);
   m.is_signed = negative;
+  m.bits_per_element = storage(f, x.size(), block_size).bits_per_element;  // the format's storage, whoever ran it
   return m;
 }
 

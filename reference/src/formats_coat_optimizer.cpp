@@ -126,6 +126,9 @@ FormatSpec coat_adamw_format(bool expansion) {
     }
   };
   f.round_trip_blocks = {coat::kGroup, coat::kGroup, false, "n/a (COAT groups are 128)"};
+  // one moment's state (exp_avg's and exp_avg_sq's are declared alike)
+  f.round_trip_stores = {"exp_avg.codes"};
+  for (const std::string& t : group_tensors(expansion)) f.round_trip_stores.push_back("exp_avg." + t);
   return f;
 }
 

@@ -315,6 +315,8 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     copy_head(blockwise::torchao_dequantize(q.codes, q.scale, table, block), out);
   };
   f.round_trip_blocks = any_power_of_two();
+  f.round_trip_stores = {bits == 4 ? "codes_packed" : "codes", "scale", "qmap"};  // OptimState{8,4}bit: codes, scale, qmap
+  f.round_trip_pads = true;
   if (!is_signed) f.refuses_negative = "n/a (unsigned map: the data has negative values)";
   return f;
 }
@@ -365,6 +367,8 @@ FormatSpec torchao_fp8_format() {
     copy_head(blockwise::torchao_fp8_dequantize(q.codes, q.scale, block), out);
   };
   f.round_trip_blocks = any_power_of_two();
+  f.round_trip_stores = {"codes", "scale"};  // OptimStateFp8: codes, scale
+  f.round_trip_pads = true;
   return f;
 }
 
@@ -414,6 +418,7 @@ FormatSpec fp8_perblock_format() {
     copy_head(blockwise::fp8_perblock_dequantize(q.codes, q.scale, block), out);
   };
   f.round_trip_blocks = any_power_of_two();
+  f.round_trip_stores = {"codes", "scale"};
   return f;
 }
 
@@ -488,6 +493,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     copy_head(blockwise::bnb_dequantize(q.codes, q.scale, table, block), out);
   };
   f.round_trip_blocks = {64, 4096, true, "n/a (bitsandbytes block sizes are 64..4096)"};
+  f.round_trip_stores = {"codes", "scale", "qmap"};  // QuantState: the codes, absmax and code (qmap)
   return f;
 }
 

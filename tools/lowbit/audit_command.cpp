@@ -18,6 +18,8 @@
 #include "command.hpp"
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/audit.hpp"
+#include "lowbit/audit_budget.hpp"
+#include "lowbit/audit_exact.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/kernel_cases.hpp"
@@ -42,6 +44,7 @@ struct AuditOptions {
   int threads = default_threads();
   ReportOutput output;
   std::string csv_path;
+  std::string budget;  // METRIC=VALUE
   bool quiet = false;
   bool trajectory = false;
   int steps = 300;
@@ -71,19 +74,13 @@ struct Source {
   std::string state_tensor;   // non-empty: a tensor of the --state file
 };
 
-struct Row {
-  std::string input;
-  const FormatSpec* format;
-  std::size_t block;
-  std::string note;  // non-empty: not run, and why
-  audit::Metrics m;
-  std::string ran_on = "reference";  // or "kernel NAME" (--kernel)
-};
+using audit::Row;
 
 struct InputInfo {
   std::string name;
   std::size_t n = 0;
   bool is_signed = false;
+  std::vector<audit::ExactRoundTrip> exact;  // non-empty: the values look already quantized
 };
 
 // Numbers for machines: shortest round-trip text; "inf" for an exact round trip's SQNR.
@@ -106,17 +103,18 @@ std::string csv_field(const std::string& s) {
 std::string to_csv(const std::vector<Row>& rows) {
   std::string out =
       "input,format,block_size,status,n,blocks,signed,mean_abs_error,mean_rel_error,rel_l2_error,max_abs_error,"
-      "sqnr_db,nonzeros,flushed,flushed_fraction,worst_block,worst_block_mean_abs_error,note\n";
+      "sqnr_db,nonzeros,flushed,flushed_fraction,worst_block,worst_block_mean_abs_error,bits_per_element,note\n";
   for (const Row& r : rows) {
     out += fmt::format("{},{},{},", csv_field(r.input), r.format->name, r.block);
     if (!r.note.empty()) {
-      out += fmt::format("n/a,,,,,,,,,,,,,,{}\n", csv_field(r.note));
+      out += fmt::format("n/a,,,,,,,,,,,,,,,{}\n", csv_field(r.note));
       continue;
     }
     const audit::Metrics& m = r.m;
-    out += fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{},{},\n", m.n, m.blocks, m.is_signed ? 1 : 0,
+    out += fmt::format("ok,{},{},{},{},{},{},{},{},{},{},{},{},{},{},\n", m.n, m.blocks, m.is_signed ? 1 : 0,
                        num(m.mean_abs), num(m.mean_rel), num(m.rel_l2), num(m.max_abs), num(m.sqnr_db), m.nonzeros,
-                       m.flushed, num(m.flushed_fraction), m.worst_block, num(m.worst_block_mean_abs));
+                       m.flushed, num(m.flushed_fraction), m.worst_block, num(m.worst_block_mean_abs),
+                       num(m.bits_per_element));
   }
   return out;
 }
@@ -138,13 +136,78 @@ std::string ran_on_text(const AuditOptions& o, const std::vector<Row>& rows, boo
   return markdown ? text : "  " + text;
 }
 
-nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows) {
+// "torchao.codebook8.signed at block 256 gives 20 of its 39 nonzero blocks back unchanged, ...": per
+// format, the block size that gives back most blocks of the input unchanged.
+std::string exact_list(const std::vector<audit::ExactRoundTrip>& exact) {
+  std::string out;
+  for (const auto& e : exact)
+    out += fmt::format("{}{} at block {} gives {} of its {} nonzero blocks back unchanged", out.empty() ? "" : ", ",
+                       e.format->name, e.block_size, e.exact_blocks, e.blocks);
+  return out;
+}
+
+// The warning of an already-quantized input, for stderr and the reports (name: the input's, as each writes it).
+std::string exact_warning(const std::string& name, const InputInfo& in) {
+  return fmt::format("{} looks already quantized: {} (zero error); its values are the dequantized values of a quantized "
+                     "state, so the audit's low error there is not a finding (docs/audit.md#already-quantized-states)",
+                     name, exact_list(in.exact));
+}
+
+// Whether the choice's configuration is one in which its input (or, for the overall choice, any input)
+// looks already quantized: its error there is an artefact, which the choice must say.
+bool choice_flagged(const audit::Choice& c, const std::vector<InputInfo>& inputs) {
+  if (!c.best) return false;
+  for (const InputInfo& in : inputs)
+    if (c.input.empty() || c.input == in.name)
+      for (const auto& e : in.exact)
+        if (e.format == c.best->format && e.block_size == c.best->block) return true;
+  return false;
+}
+
+// "torchao.codebook8.signed at block 256: 8.1 bits per element, rel_l2 0.0093", or why there is none.
+std::string choice_text(const audit::Choice& c, const audit::Budget& b, const std::vector<InputInfo>& inputs) {
+  if (!c.best)
+    return fmt::format("none of the {} configuration(s) that ran{} meets {}", c.candidates,
+                       c.input.empty() ? " on every input" : "", b.text());
+  return fmt::format("{} at block {}: {} bits per element, {} {}{}{}", c.best->format->name, c.best->block,
+                     short_num(c.best->m.bits_per_element), b.metric, short_num(audit::measure_of(c.best->m, b.metric)),
+                     c.input.empty() ? " (the worst input's)" : "",
+                     choice_flagged(c, inputs) ? " (but the input looks already quantized in it: see the warning)" : "");
+}
+
+nlohmann::json choice_json(const audit::Choice& c, const audit::Budget& b, const std::vector<InputInfo>& inputs) {
+  nlohmann::json j = {{"input", c.input.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.input)},
+                      {"candidates", c.candidates}};
+  if (!c.best) {
+    j["format"] = nullptr;
+    j["note"] = choice_text(c, b, inputs);
+    return j;
+  }
+  const double e = audit::measure_of(c.best->m, b.metric);
+  j["format"] = c.best->format->name;
+  j["block_size"] = c.best->block;
+  j["bits_per_element"] = c.best->m.bits_per_element;
+  j[b.metric] = std::isinf(e) ? nlohmann::json(nullptr) : nlohmann::json(e);
+  j["looks_already_quantized"] = choice_flagged(c, inputs);
+  return j;
+}
+
+nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows,
+                       const std::optional<audit::Budget>& budget, const std::vector<audit::Choice>& choices) {
   nlohmann::json j = {{"tool", "lowbit"}, {"version", version()}, {"command", "audit"}};
   j["formats"] = nlohmann::json::array();
   for (const auto& f : o.formats) j["formats"].push_back(f);
   j["block_sizes"] = o.block_sizes;
   j["inputs"] = nlohmann::json::array();
-  for (const InputInfo& i : inputs) j["inputs"].push_back({{"name", i.name}, {"n", i.n}, {"signed", i.is_signed}});
+  for (const InputInfo& i : inputs) {
+    nlohmann::json in = {{"name", i.name}, {"n", i.n}, {"signed", i.is_signed}};
+    in["exact_round_trips"] = nlohmann::json::array();
+    for (const auto& e : i.exact)
+      in["exact_round_trips"].push_back({{"format", e.format->name}, {"block_size", e.block_size},
+                                         {"exact_blocks", e.exact_blocks}, {"blocks", e.blocks}});
+    if (!i.exact.empty()) in["warning"] = exact_warning(i.name, i);
+    j["inputs"].push_back(in);
+  }
   if (!o.kernel.empty()) j["kernel"] = o.kernel_record;
   j["rows"] = nlohmann::json::array();
   for (const Row& r : rows) {
@@ -167,22 +230,35 @@ nlohmann::json to_json(const AuditOptions& o, const std::vector<InputInfo>& inpu
       row["flushed"] = m.flushed;
       row["flushed_fraction"] = m.flushed_fraction;
       row["worst_block"] = {{"index", m.worst_block}, {"mean_abs_error", m.worst_block_mean_abs}};
+      row["bits_per_element"] = m.bits_per_element;
     }
     j["rows"].push_back(row);
+  }
+  if (budget) {
+    j["budget"] = {{"metric", budget->metric}, {"value", budget->value}, {"choices", nlohmann::json::array()}};
+    for (const auto& c : choices) j["budget"]["choices"].push_back(choice_json(c, *budget, inputs));
   }
   return j;
 }
 
-std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows) {
+std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inputs, const std::vector<Row>& rows,
+                        const std::optional<audit::Budget>& budget, const std::vector<audit::Choice>& choices) {
   std::string joined;
   for (const auto& f : o.formats) joined += (joined.empty() ? "" : ", ") + f;
   std::string md = fmt::format("# Round-trip error audit\n\nlowbit {}; formats {}; block sizes", version(), joined);
   for (std::size_t k = 0; k < o.block_sizes.size(); ++k) md += fmt::format("{}{}", k ? ", " : " ", o.block_sizes[k]);
   md += ". Definitions of the measures: docs/audit.md.\n";
   if (!o.kernel.empty()) md += "\n" + ran_on_text(o, rows, true);
+  if (budget) {
+    md += fmt::format("\n## The fewest bits per element with {}\n\n| input | configuration |\n|---|---|\n", budget->text());
+    for (const auto& c : choices)
+      md += fmt::format("| {} | {} |\n", c.input.empty() ? std::string("every input (one configuration for all)") : markdown_code(c.input),
+                        choice_text(c, *budget, inputs));
+  }
   for (const InputInfo& in : inputs) {
     md += fmt::format("\n## {}\n\n{} values, {}.\n", markdown_code(in.name), in.n,  // FILE:tensor names from a file
                       in.is_signed ? "with negative values" : "non-negative (COAT's second-moment path)");
+    if (!in.exact.empty()) md += fmt::format("\n**Warning:** {}.\n", exact_warning(markdown_code(in.name), in));
     const auto wide = [&](const std::string& title, auto value) {
       md += fmt::format("\n{}:\n\n| format |", title);
       for (long long b : o.block_sizes) md += fmt::format(" {} |", b);
@@ -199,8 +275,9 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
     };
     wide("Mean absolute error", [](const audit::Metrics& m) { return short_num(m.mean_abs); });
     wide("SQNR (dB)", [](const audit::Metrics& m) { return fmt::format("{:.2f}", m.sqnr_db); });
-    md += "\nAll measures:\n\n| format | block | mean abs | mean rel (bnb) | rel L2 | max abs | SQNR dB | flushed "
-          "| worst block (mean abs) |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    wide("Bits per element (codes, scales and side tensors)", [](const audit::Metrics& m) { return short_num(m.bits_per_element); });
+    md += "\nAll measures:\n\n| format | block | bits/elt | mean abs | mean rel (bnb) | rel L2 | max abs | SQNR dB | flushed "
+          "| worst block (mean abs) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     std::map<std::string, std::string> not_run;  // note -> "format block, ..."
     for (const Row& r : rows) {
       if (r.input != in.name) continue;
@@ -210,8 +287,8 @@ std::string to_markdown(const AuditOptions& o, const std::vector<InputInfo>& inp
         continue;
       }
       const audit::Metrics& m = r.m;
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} / {} | {} ({}) |\n", r.format->name,
-                        r.block, short_num(m.mean_abs), short_num(m.mean_rel), short_num(m.rel_l2), short_num(m.max_abs),
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {:.2f} | {} / {} | {} ({}) |\n", r.format->name,
+                        r.block, short_num(m.bits_per_element), short_num(m.mean_abs), short_num(m.mean_rel), short_num(m.rel_l2), short_num(m.max_abs),
                         m.sqnr_db, m.flushed, m.nonzeros, m.worst_block, short_num(m.worst_block_mean_abs));
     }
     for (const auto& [note, list] : not_run) md += fmt::format("\n{}: {}.\n", note, list);
@@ -397,6 +474,14 @@ int run_audit(AuditOptions o) {
   if (!o.tensors.empty() && o.state.empty()) throw UsageError("--tensors needs --state FILE");
   std::optional<RoundTripKernels> kernels;
   if (!o.kernel.empty()) kernels = pick_round_trip_kernels(o);
+  std::optional<audit::Budget> budget;
+  if (!o.budget.empty()) {
+    try {
+      budget = audit::parse_budget(o.budget);
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(fmt::format("--budget: {}", e.what()));
+    }
+  }
   o.output.prepare();
   check_csv_path(o.csv_path, o.output);
 
@@ -452,7 +537,14 @@ int run_audit(AuditOptions o) {
       if (s == 0) total = static_cast<std::uint64_t>(sources.size()) * formats.size() * o.block_sizes.size();
       bool is_signed = false;
       for (float v : x) is_signed = is_signed || v < 0.0f;
-      infos.push_back({src.name, x.size(), is_signed});
+      infos.push_back({src.name, x.size(), is_signed, {}});
+      try {  // every format with a round trip, at every block size: an already quantized state is flagged whatever was asked
+        infos.back().exact = audit::exact_round_trips(x, audit::formats());
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+      }
+      if (!infos.back().exact.empty())
+        fmt::print(stderr, "lowbit: warning: {}\n", printable(exact_warning(infos.back().name, infos.back())));
       for (const FormatSpec* f : formats)
         for (long long b : o.block_sizes) {
           const auto block = static_cast<std::size_t>(b);
@@ -498,23 +590,33 @@ int run_audit(AuditOptions o) {
   progress.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
-  // People: the mean absolute errors, one line per input and format.
+  // People: the mean absolute errors, one line per input and format, its bits per element below.
   for (const InputInfo& in : infos) {
     fmt::print("{} ({} values)\n", printable(in.name), in.n);
     for (const auto& f : o.formats) {
-      std::string line = fmt::format("  {:<28}", f);
+      std::string line = fmt::format("  {:<28}", f), bits = fmt::format("  {:<28}", "  bits per element");
       for (const Row& r : rows)
-        if (r.input == in.name && r.format->name == f)
-          line += r.note.empty() ? fmt::format(" {:>4}:{:<10}", r.block, short_num(r.m.mean_abs))
-                                 : fmt::format(" {:>4}:{:<10}", r.block, "n/a");
-      fmt::print("{}\n", line);
+        if (r.input == in.name && r.format->name == f) {
+          line += fmt::format(" {:>4}:{:<10}", r.block, r.note.empty() ? short_num(r.m.mean_abs) : "n/a");
+          bits += fmt::format(" {:>4}:{:<10}", r.block, r.note.empty() ? short_num(r.m.bits_per_element) : "n/a");
+        }
+      fmt::print("{}\n{}\n", line, bits);
     }
+    if (!in.exact.empty()) fmt::print("  warning: {}\n", printable(exact_warning(in.name, in)));
+  }
+  std::vector<audit::Choice> choices;
+  if (budget) {
+    choices = audit::choose(rows, *budget);
+    fmt::print("fewest bits per element with {}:\n", budget->text());
+    for (const auto& c : choices)
+      fmt::print("  {}: {}\n", c.input.empty() ? std::string("every input") : printable(c.input), choice_text(c, *budget, infos));
   }
   if (kernels) fmt::print("{}", ran_on_text(o, rows, false));
   fmt::print("audit: {} rows in {:.1f} s on {} thread(s)\n", rows.size(), seconds, o.threads);
   std::vector<std::pair<std::string, std::string>> csv_file;
   if (!o.csv_path.empty()) csv_file.emplace_back(o.csv_path, to_csv(rows));
-  o.output.write(to_json(o, infos, rows).dump(2) + "\n", to_markdown(o, infos, rows), csv_file);
+  o.output.write(to_json(o, infos, rows, budget, choices).dump(2) + "\n", to_markdown(o, infos, rows, budget, choices),
+                 csv_file);
   return kConformant;
 }
 
@@ -545,6 +647,10 @@ Subcommand add_audit_command(CLI::App& parent) {
   cmd->add_option("--tensors", o->tensors, "Comma-separated tensor names of --state to audit instead")->delimiter(',');
   add_threads_option(*cmd, o->threads);
   cmd->add_option("--csv", o->csv_path, "Write one CSV row per input, format and block size here");
+  cmd->add_option("--budget", o->budget,
+                  "METRIC=VALUE (metric mean_abs, mean_rel, rel_l2, max_abs: at most VALUE; sqnr_db: at least VALUE): "
+                  "name, per input and for all inputs, the format and block size with the fewest bits per element "
+                  "within it, or say that none is");
   o->output.add_options(*cmd);
   cmd->add_flag("--quiet,-q", o->quiet, "No progress on stderr");
   cmd->add_flag("--trajectory", o->trajectory,

@@ -41,6 +41,7 @@ struct Metrics {
   double flushed_fraction = 0; // flushed / nonzeros (0 when no nonzeros)
   std::size_t worst_block = 0; // the block with the largest mean |x - x^| (first on ties)
   double worst_block_mean_abs = 0;
+  double bits_per_element = 0; // what the format stores per element (audit_storage.hpp); set by audit() only
 };
 
 // The measures of x^ against x over blocks of block_size (the last block may be partial).
@@ -55,6 +56,17 @@ using WholeRoundTrip = std::function<std::vector<float>(std::span<const float> x
 // audit with that round trip: the same checks of x and the block size, the same measures.
 Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads,
               const WholeRoundTrip& round_trip);
+
+// One measurement of an audit: an input, a format, a block size, and the measures, or why the
+// format does not run there (note, "n/a (...)").
+struct Row {
+  std::string input;
+  const FormatSpec* format = nullptr;
+  std::size_t block = 0;
+  std::string note;  // non-empty: not run, and why
+  Metrics m;
+  std::string ran_on = "reference";  // what ran the round trip: the reference, or "kernel NAME" (audit --kernel)
+};
 
 // The values of an input spec for the audit (generators.hpp kinds; edges, which belong to one format,
 // are refused). std::invalid_argument on a bad spec.

@@ -88,6 +88,15 @@ struct FormatSpec {
   std::function<void(std::span<const float> x, std::size_t block_size, bool tensor_has_negative, std::span<float> out)>
       round_trip;
   BlockSizes round_trip_blocks;  // where round_trip applies
+  // The tensors the library keeps for one tensor quantized by round_trip, as it stores them (torchao
+  // 4-bit: codes_packed, not codes; COAT: one moment's codes and per-group statistics): the audit's
+  // bits per element are their sizes, derived from their schema (dtype, shape relation) and layouts
+  // at the round trip's block size (the `block_size` parameter where the format has one), over the
+  // tensor's elements (audit_storage.hpp).
+  std::vector<std::string> round_trip_stores;
+  // round_trip quantizes whole blocks only and zero-pads a partial tail block (torchao): the padding
+  // is stored too.
+  bool round_trip_pads = false;
   // Why round_trip does not apply to a tensor with a negative value ("n/a (...)"); empty: it does.
   std::string refuses_negative;
 };
