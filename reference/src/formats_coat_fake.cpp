@@ -1,6 +1,7 @@
 // Registry entries of COAT's fake quantization: coat.fake.* (docs/formats/coat-fake.md).
 #include <stdexcept>
 
+#include "fp8_edges.hpp"
 #include "lowbit/coat_fake.hpp"
 #include "lowbit/formats.hpp"
 
@@ -41,6 +42,8 @@ FormatSpec elementwise(std::string name, std::string description, std::string pr
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = fn(x[i], p);
     return std::vector<Tensor>{Tensor::from_f32("output", in.require("input").shape, y)};
   };
+  // the grid the fake quantizer rounds to: its midpoints decide the tie rule (Triton away, torch even)
+  f.edge_inputs = [](const nlohmann::json& p) { return fp8_grid_edges(fp8_of(p)); };
   f.dequantize_reads = {"output"};
   f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("output").f32(); };
   return f;

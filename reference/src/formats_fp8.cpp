@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 
+#include "fp8_edges.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
 
@@ -130,6 +131,10 @@ FormatSpec cast_format(Overflow overflow, std::string provenance) {
 }
 
 }  // namespace
+
+std::vector<float> fp8_grid_edges(fp8::FormatId id) {
+  return fp8::dispatch(id, [](auto format) { return fp8_edge_inputs<decltype(format)>(nlohmann::json::object()); });
+}
 
 void register_fp8_formats(std::vector<FormatSpec>& out) {
   const std::string cuda = "CUDA 12/13 cuda_fp8.hpp __nv_cvt_float_to_fp8(__NV_SATFINITE), cvt.rn.satfinite; Triton casts";
