@@ -118,6 +118,11 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       // only the golden case with NaNs catches it: no generated torchao.fp8 input has a NaN
       {"mutant_absmax_ignores_nan", "MISMATCH special.n256"},
       {"mutant_bf16_scale", "MISMATCH normal.n4096.seed1", "codes", "scale-propagated"},
+      // torchao.fp8's codes from x * (1/s): the E4M3 edges under torchao's scale RN(1/448) catch it, all
+      // the variant (its NaNs are the reference's: special.n256 passes it)
+      {"mutant_fp8_element_reciprocal", "MISMATCH edges", "codes", "arithmetic-variant", "reciprocal"},
+      // the scale as amax * (1/448): each differing scale is the variant, named as the root cause
+      {"mutant_fp8_scale_reciprocal", "MISMATCH scaled-edges", "scale", "arithmetic-variant", "reciprocal"},
       {"mutant_bnb_tail_codes_zero", "MISMATCH special"},
       {"mutant_bnb_cuda_search", "MISMATCH scaled-edges"},
       // the lerp without the fused multiply-add: every generated parameter it moves is the variant, none a
@@ -130,6 +135,7 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       {"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
       {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}};
   std::map<std::string, std::set<std::string>> classes_of;  // mutant -> every class its report shows
+  std::map<std::string, std::string> output_of;              // mutant -> verify's output
   for (const Mutant& m : mutants) {
     CAPTURE(m.library);
     TempDir dir("lowbit_verify_");
@@ -144,7 +150,8 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
     const nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
     const ReportClasses c = report_classes(j, m.tensor ? m.tensor : "", m.cls ? m.cls : "genuine", m.generated_only);
     classes_of[m.library] = c.seen;
-    if (std::string(m.library) == "mutant_bf16_scale") {
+    output_of[m.library] = r.output;
+    if (std::string(m.library) == "mutant_bf16_scale" || std::string(m.library) == "mutant_fp8_scale_reciprocal") {
       // each differing scale is reported once as the root cause, with the count of the codes and
       // dequantized values of its block that follow from it
       std::uint64_t all_caused = 0, all_listed = 0;
@@ -183,6 +190,8 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
   const std::set<std::string> variant = shown_by("arithmetic-variant");
   CHECK(variant.contains("mutant_reciprocal"));
   CHECK(variant.contains("mutant_adam_no_fma"));
+  CHECK(variant.contains("mutant_fp8_element_reciprocal"));
+  CHECK(variant.contains("mutant_fp8_scale_reciprocal"));
   for (const char* other : {"mutant_fp8_ties_away", "mutant_flush_subnormal", "mutant_fp8_nan_sign", "mutant_fp8_nan_payload",
                             "mutant_fp8_saturate", "mutant_fp8_overflow_nan", "mutant_bf16_scale", "mutant_coat_k_not_floored",
                             "mutant_coat_centre_one_sqrt"})
@@ -193,6 +202,11 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
   CHECK(classes_of["mutant_fp8_ties_away"] == Set{"tie"});
   CHECK(classes_of["mutant_fp8_nan_sign"] == Set{"nan-encoding"});
   CHECK(classes_of["mutant_fp8_nan_payload"] == Set{"nan-encoding"});
+  CHECK(classes_of["mutant_fp8_element_reciprocal"] == Set{"arithmetic-variant"});
+  CHECK(output_of["mutant_fp8_element_reciprocal"].find("MISMATCH scaled-edges") != std::string::npos);
+  CHECK(output_of["mutant_fp8_element_reciprocal"].find("MISMATCH special") == std::string::npos);
+  // the differing scales are the variant; the codes and dequantized values of their blocks follow from them
+  CHECK(classes_of["mutant_fp8_scale_reciprocal"] == Set{"arithmetic-variant", "scale-propagated"});
   // ties down: on torchao's own boundary test or the exact midpoint; where x * (1/s) falls below the
   // midpoint x / s lies on, the reciprocal reproduces the lower code as well and is named first
   CHECK(classes_of["mutant_codebook_ties_down"] == Set{"tie", "arithmetic-variant"});

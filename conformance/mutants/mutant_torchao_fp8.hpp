@@ -10,8 +10,10 @@
 
 namespace mutant {
 
+// scaled: the value the cast rounds, x / scale in torchao (a mutant of the element arithmetic passes its own).
 inline void requantize(lowbit::Case& done, const nlohmann::json& params,
-                       const std::function<float(std::span<const float> block)>& scale_of) {
+                       const std::function<float(std::span<const float> block)>& scale_of,
+                       const std::function<float(float x, float scale)>& scaled = [](float x, float s) { return x / s; }) {
   using lowbit::fp8::E4M3FN;
   const auto block = params.at("block_size").get<std::size_t>();
   const lowbit::fp8::Policy policy{*lowbit::fp8::parse_overflow(params.at("overflow").get<std::string>()),
@@ -23,7 +25,7 @@ inline void requantize(lowbit::Case& done, const nlohmann::json& params,
   for (std::size_t start = 0; start < x.size(); start += block) {
     const float s = scale_of(std::span<const float>(x).subspan(start, block));
     scale.push_back(s);
-    for (std::size_t i = start; i < start + block; ++i) codes[i] = lowbit::fp8::encode_nearest_even<E4M3FN>(x[i] / s, policy);
+    for (std::size_t i = start; i < start + block; ++i) codes[i] = lowbit::fp8::encode_nearest_even<E4M3FN>(scaled(x[i], s), policy);
   }
   const auto widening =
       lowbit::fp8::parse_nan_widening(params.value("nan_widening", std::string("c10"))).value_or(lowbit::fp8::NanWidening::Payload);

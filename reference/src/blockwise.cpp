@@ -104,7 +104,7 @@ float torchao_block(std::span<const float> block, std::span<const float> qmap, s
 }
 
 float torchao_fp8_block(std::span<const float> block, const fp8::Policy& policy, std::uint8_t* codes) {
-  const float scale = clip_below(torch_amax_abs(block), kTorchaoScaleFloor) / kE4M3Max;
+  const float scale = torchao_fp8_clipped_amax(block) / kE4M3Max;
   for (std::size_t i = 0; i < block.size(); ++i) codes[i] = fp8::encode_nearest_even<fp8::E4M3FN>(block[i] / scale, policy);
   return scale;
 }
@@ -456,6 +456,8 @@ std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::
   torchao_dequantize_into(codes, scale, qmap, block_size, out);
   return out;
 }
+
+float torchao_fp8_clipped_amax(std::span<const float> block) { return clip_below(torch_amax_abs(block), kTorchaoScaleFloor); }
 
 Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy) {
   require_whole_blocks(x.size(), block_size);

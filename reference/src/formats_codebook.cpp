@@ -12,6 +12,7 @@
 
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
 
@@ -181,6 +182,31 @@ ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::st
   };
 }
 
+// torchao.fp8's block scale computed as amax * (1 / 448), as a kernel that keeps the rounded reciprocal
+// of 448 does, where torchao divides amax by 448: an entry is that arithmetic variant when the expected
+// scale is RN(amax / 448) and the actual one RN(amax * RN(1 / 448)), amax being the block's clipped
+// absmax (recorded as the entry's input: it is what the scale computation saw).
+ElementExplainer torchao_fp8_scale_explainer(const Case& e, const Case& a, std::size_t block) {
+  const Tensor* input = e.find("input");
+  const Tensor* want = e.find("scale");
+  const Tensor* got = a.find("scale");
+  if (!input || !want || !got || input->dtype != DType::F32 || got->dtype != DType::F32 ||
+      got->bytes.size() != want->bytes.size())
+    return {};
+  return [x = input->f32(), w = want->f32(), g = got->f32(), block](std::size_t j) -> Explanation {
+    Explanation why;
+    if (j >= w.size() || block == 0 || x.size() / block <= j) return why;
+    const float amax = blockwise::torchao_fp8_clipped_amax(std::span<const float>(x).subspan(j * block, block));
+    why.input = amax;
+    const float e4m3_max = fp8::decode<fp8::E4M3FN>(fp8::E4M3FN::max_finite);  // 448
+    if (bits_of(w[j]) == bits_of(amax / e4m3_max) && bits_of(g[j]) == bits_of(amax * (1.0f / e4m3_max))) {
+      why.cls = MismatchClass::ArithmeticVariant;
+      why.variant = "reciprocal";
+    }
+    return why;
+  };
+}
+
 // Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the
 // division and for the reciprocal alike) holding every code value, every midpoint and the binary32
 // neighbours of each midpoint, both signs, zeros and subnormals.
@@ -327,6 +353,19 @@ fp8::NanWidening widening_from(const nlohmann::json& p) {
   throw std::runtime_error("nan_widening must be c10, quiet or avx512 (got '" + w + "')");
 }
 
+// The E4M3 grid in units of a block's absmax (every finite code's value / 448, ascending), for the two
+// block-wise E4M3 formats whose scale is amax / 448 (torchao.fp8, fp8.perblock.e4m3): its midpoints
+// are the cast's decision thresholds in a block led by an absmax of 1, where they lie near x / scale =
+// a midpoint; scaled-edges moves them under other scales, where x / s and x * (1 / s) disagree.
+std::vector<float> e4m3_grid_over_absmax() {
+  using fp8::E4M3FN;
+  const float max = fp8::decode<E4M3FN>(E4M3FN::max_finite);  // 448
+  std::vector<float> q;
+  for (unsigned c = E4M3FN::max_finite; c >= 1; --c) q.push_back(-fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
+  for (unsigned c = 0; c <= E4M3FN::max_finite; ++c) q.push_back(fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
+  return q;
+}
+
 FormatSpec torchao_fp8_format() {
   FormatSpec f;
   f.name = "torchao.fp8";
@@ -354,8 +393,13 @@ FormatSpec torchao_fp8_format() {
     const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
     const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
     if (!overflow || !nan) return ElementExplainer{};
+    if (tensor == "scale") return torchao_fp8_scale_explainer(e, a, block_size_from(p));
     return fp8_state_explainer(e, a, tensor, {*overflow, *nan});
   };
+  // The cast's decision thresholds after torchao's own scale computation: blocks led by an absmax of 1
+  // (scale RN(1 / 448), not a power of two, so x / s and x * (1 / s) already disagree near some
+  // midpoints), and scaled-edges under other absmaxes, where amax / 448 and amax * (1 / 448) differ too.
+  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(e4m3_grid_over_absmax(), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
@@ -373,18 +417,6 @@ FormatSpec torchao_fp8_format() {
 }
 
 // ---- plain per-block E4M3 ----------------------------------------------------------------------
-
-// The E4M3 grid in units of a block's absmax (every finite code's value / 448, ascending): its midpoints
-// are the cast's decision thresholds in a block led by an absmax of 1, where they lie near x / scale =
-// a midpoint; scaled-edges moves them under other scales, where x / s and x * (1 / s) disagree.
-std::vector<float> perblock_e4m3_grid() {
-  using fp8::E4M3FN;
-  const float max = fp8::decode<E4M3FN>(E4M3FN::max_finite);  // 448
-  std::vector<float> q;
-  for (unsigned c = E4M3FN::max_finite; c >= 1; --c) q.push_back(-fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
-  for (unsigned c = 0; c <= E4M3FN::max_finite; ++c) q.push_back(fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
-  return q;
-}
 
 FormatSpec fp8_perblock_format() {
   FormatSpec f;
@@ -408,7 +440,7 @@ FormatSpec fp8_perblock_format() {
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     return fp8_state_explainer(e, a, tensor, fp8::cuda_satfinite());
   };
-  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(perblock_e4m3_grid(), block_size_from(p)); };
+  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(e4m3_grid_over_absmax(), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p));

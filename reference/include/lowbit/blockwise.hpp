@@ -30,6 +30,9 @@ std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::
 // Reference: torchao 0.18 optim/subclass_fp8.py quantize_fp8: scale = max(amax|x|, f32(1e-12)) / 448
 // (true division), codes = e4m3fn(x / scale) under the given torch conversion policy.
 Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy);
+// The amax torchao_fp8_quantize divides by 448: max(torch.amax(|block|), f32(1e-12)), NaN propagated
+// as torch's canonical 0x7FC00000. Its scale is torchao_fp8_clipped_amax(block) / 448.
+float torchao_fp8_clipped_amax(std::span<const float> block);
 // How torch widens a NaN float8 code to float32 (fp8::NanWidening): c10's fp8e4m3fn_to_fp32_value
 // gives 0x7FF00000 | sign (Payload: CPU capability AVX2 and default, observed); Quiet, 0x7FC00000 |
 // sign, is what was documented for the AVX-512 path.
