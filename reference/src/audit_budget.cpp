@@ -1,6 +1,8 @@
 // The smallest configuration within an error budget (audit_budget.hpp).
 #include "lowbit/audit_budget.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -122,6 +124,16 @@ std::vector<Choice> choose(const std::vector<Row>& rows, const Budget& budget) {
   all.best = pick(ok, budget);
   out.push_back(std::move(all));
   return out;
+}
+
+std::string choice_text(const Choice& c, const Budget& b, bool already_quantized) {
+  if (!c.best)
+    return fmt::format("none of the {} configuration(s) that ran{} meets {}", c.candidates,
+                       c.input.empty() ? " on every input" : "", b.text());
+  return fmt::format("{} at block {}: {:.4g} bits per element, {} {:.4g}{}{}", c.best->format->name, c.best->block,
+                     c.best->m.bits_per_element, b.metric, measure_of(c.best->m, b.metric),
+                     c.input.empty() ? " (the worst input's)" : "",
+                     already_quantized ? " (but the input looks already quantized in it: see the warning)" : "");
 }
 
 }  // namespace lowbit::audit

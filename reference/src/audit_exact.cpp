@@ -1,6 +1,8 @@
 // Already-quantized tensors (audit_exact.hpp): the round trips that give most blocks of x back unchanged.
 #include "lowbit/audit_exact.hpp"
 
+#include <fmt/core.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -64,6 +66,16 @@ std::vector<ExactRoundTrip> exact_round_trips(std::span<const float> x, const st
     if (best) out.push_back(*best);
   }
   return out;
+}
+
+std::string exact_warning(const std::string& name, const std::vector<ExactRoundTrip>& exact) {
+  std::string list;  // per format, the block size that gives back most blocks unchanged
+  for (const auto& e : exact)
+    list += fmt::format("{}{} at block {} gives {} of its {} nonzero blocks back unchanged", list.empty() ? "" : ", ",
+                        e.format->name, e.block_size, e.exact_blocks, e.blocks);
+  return fmt::format("{} looks already quantized: {} (zero error); its values are the dequantized values of a quantized "
+                     "state, so the audit's low error there is not a finding (docs/audit.md#already-quantized-states)",
+                     name, list);
 }
 
 }  // namespace lowbit::audit

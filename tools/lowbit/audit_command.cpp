@@ -136,22 +136,8 @@ std::string ran_on_text(const AuditOptions& o, const std::vector<Row>& rows, boo
   return markdown ? text : "  " + text;
 }
 
-// "torchao.codebook8.signed at block 256 gives 20 of its 39 nonzero blocks back unchanged, ...": per
-// format, the block size that gives back most blocks of the input unchanged.
-std::string exact_list(const std::vector<audit::ExactRoundTrip>& exact) {
-  std::string out;
-  for (const auto& e : exact)
-    out += fmt::format("{}{} at block {} gives {} of its {} nonzero blocks back unchanged", out.empty() ? "" : ", ",
-                       e.format->name, e.block_size, e.exact_blocks, e.blocks);
-  return out;
-}
-
 // The warning of an already-quantized input, for stderr and the reports (name: the input's, as each writes it).
-std::string exact_warning(const std::string& name, const InputInfo& in) {
-  return fmt::format("{} looks already quantized: {} (zero error); its values are the dequantized values of a quantized "
-                     "state, so the audit's low error there is not a finding (docs/audit.md#already-quantized-states)",
-                     name, exact_list(in.exact));
-}
+std::string exact_warning(const std::string& name, const InputInfo& in) { return audit::exact_warning(name, in.exact); }
 
 // Whether the choice's configuration is one in which its input (or, for the overall choice, any input)
 // looks already quantized: its error there is an artefact, which the choice must say.
@@ -164,15 +150,8 @@ bool choice_flagged(const audit::Choice& c, const std::vector<InputInfo>& inputs
   return false;
 }
 
-// "torchao.codebook8.signed at block 256: 8.1 bits per element, rel_l2 0.0093", or why there is none.
 std::string choice_text(const audit::Choice& c, const audit::Budget& b, const std::vector<InputInfo>& inputs) {
-  if (!c.best)
-    return fmt::format("none of the {} configuration(s) that ran{} meets {}", c.candidates,
-                       c.input.empty() ? " on every input" : "", b.text());
-  return fmt::format("{} at block {}: {} bits per element, {} {}{}{}", c.best->format->name, c.best->block,
-                     short_num(c.best->m.bits_per_element), b.metric, short_num(audit::measure_of(c.best->m, b.metric)),
-                     c.input.empty() ? " (the worst input's)" : "",
-                     choice_flagged(c, inputs) ? " (but the input looks already quantized in it: see the warning)" : "");
+  return audit::choice_text(c, b, choice_flagged(c, inputs));
 }
 
 nlohmann::json choice_json(const audit::Choice& c, const audit::Budget& b, const std::vector<InputInfo>& inputs) {

@@ -7,6 +7,7 @@
 // every value moves; a block led by a positive value, and every block of an unsigned map or of E4M3
 // (symmetric), comes back exactly. Unquantized float data has practically no such block.
 #include <span>
+#include <string>
 #include <vector>
 
 #include "lowbit/formats.hpp"
@@ -32,5 +33,10 @@ inline constexpr double kExactShare = 0.25;
 // otherwise). Cheap on data that is not quantized: each configuration is tried on its first 16 blocks
 // before the whole tensor.
 std::vector<ExactRoundTrip> exact_round_trips(std::span<const float> x, const std::vector<const FormatSpec*>& formats);
+
+// The warning for an input with exact round trips (exact non-empty), named as the caller writes it:
+// "NAME looks already quantized: F at block B gives E of its N nonzero blocks back unchanged, ...". One
+// text for lowbit audit's stderr and reports and the Python package's audit_state.
+std::string exact_warning(const std::string& name, const std::vector<ExactRoundTrip>& exact);
 
 }  // namespace lowbit::audit
