@@ -263,36 +263,35 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
     """The audit (lowbit audit's round-trip measures, docs/audit.md) of every quantized state's
     dequantized values, and of the unquantized moments given as moments={name: array}, through each
     format (names or globs; default: every audited format) at each block size. Returns (rows, warnings):
-    one dict per tensor, format and block size with the engine's measures (or "not_applicable" saying
-    why), and a warning for every quantized state: its dequantized values are already quantized, so its
-    own format and block look better on them than on the moments (exactly: zero error, where the map
-    holds the blocks' extremes, as torchao's unsigned 8-bit map does; torchao's signed map lacks -1.0,
-    so a block led by a negative value is rescaled). The warning gives that measured error; audit the
-    unquantized moments for a fair comparison."""
+    one dict per tensor, format and block size with the engine's measures and bits_per_element (or
+    "not_applicable" saying why; looks_already_quantized where the tensor comes back from that
+    configuration unchanged), for lowbit.choose; and the engine's warning (lowbit audit's) for every
+    tensor that looks already quantized, with the format and block the optimizer stored a state in."""
     from . import dequantize
 
     names = _core.audit_formats(list(formats or []))
-    sources, warnings = [], []
+    sources = []  # (key, source, values, the optimizer's own format and block or None)
     for s in quantized_states(state_dict, bnb_block_size, weights_only):
         values = np.asarray(dequantize(s.case), dtype=np.float32)
-        own_block = int(s.case.params["block_size"])
-        own = "not measured"
-        if not _core.audit_not_applicable(s.format, own_block, bool((values < 0).any())) and np.isfinite(values).all():
-            m = _core.audit(s.format, values, own_block, threads)
-            own = "zero error" if m["max_abs"] == 0 else f"mean abs error {m['mean_abs']:.6g}"
-        warnings.append(f"{s.key}: already quantized ({s.format}, block {own_block}): the audit reads its dequantized "
-                        f"values, on which its own format and block show {own}, not the error of quantizing the "
-                        f"moments; give the unquantized moments (moments=...) to compare formats fairly")
-        sources.append((s.key, f"dequantized {s.format} state", values))
+        sources.append((s.key, f"dequantized {s.format} state", values, (s.format, int(s.case.params["block_size"]))))
     for name, value in (moments or {}).items():
         a, dtype = _arrays.as_array(name, value)
         if dtype != "F32":
             raise TypeError(f"moments['{name}']: {dtype}; the audit reads float32 moments")
-        sources.append((name, "unquantized", np.ascontiguousarray(a).reshape(-1)))
-    rows = []
-    for key, source, x in sources:
+        sources.append((name, "unquantized", np.ascontiguousarray(a).reshape(-1), None))
+    rows, warnings = [], []
+    for key, source, x, stored_as in sources:
         if not np.isfinite(x).all():
             raise ValueError(f"{key}: the audit needs finite values")
+        exact, warning = _core.exact_round_trips(x, key)
+        if stored_as:  # a fact the values alone do not tell: what the optimizer stored
+            stored = f"the optimizer stored it as {stored_as[0]} at block {stored_as[1]}"
+            warning = f"{warning}; {stored}" if warning else (
+                f"{key}: {stored}; the audit reads its dequantized values, not the moments, though no configuration "
+                f"gives a quarter of its nonzero blocks back unchanged")
+        if warning:
+            warnings.append(warning)
+        exact_configs = {(fmt, int(block)) for fmt, block, _, _ in exact}
         negative = bool((x < 0).any())
         for fmt in names:
             for bs in block_sizes:
@@ -302,5 +301,16 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
                     row["not_applicable"] = why
                 else:
                     row.update(_core.audit(fmt, x, int(bs), threads))
+                    row["looks_already_quantized"] = (fmt, int(bs)) in exact_configs
                 rows.append(row)
     return rows, warnings
+
+
+def choose(rows, budget: str) -> list:
+    """The fewest bits per element within an error budget ("rel_l2=0.01"; mean_abs, mean_rel, rel_l2,
+    max_abs at most, sqnr_db at least), as lowbit audit --budget chooses (the engine's audit::choose): one
+    dict per tensor of the rows (audit_state's), then one for all of them together (input None: one
+    configuration for every tensor, its bits the tensors' stored bits over their elements, its error the
+    worst). Each names format, block_size, bits_per_element and the budget's measure, or None for all
+    three when no configuration meets the budget; text is the CLI's line. ValueError on a bad budget."""
+    return _core.choose(list(rows), str(budget))

@@ -8,10 +8,14 @@
 #include <nanobind/stl/vector.h>
 
 #include <filesystem>
+#include <set>
 #include <stdexcept>
+#include <tuple>
 
 #include "case_convert.hpp"
 #include "lowbit/audit.hpp"
+#include "lowbit/audit_budget.hpp"
+#include "lowbit/audit_exact.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/case_maker.hpp"
 #include "lowbit/compare.hpp"
@@ -207,7 +211,71 @@ nb::dict audit_py(const std::string& format, Floats x, std::size_t block_size, i
   d["flushed_fraction"] = m.flushed_fraction;
   d["worst_block"] = m.worst_block;
   d["worst_block_mean_abs"] = m.worst_block_mean_abs;
+  d["bits_per_element"] = m.bits_per_element;
   return d;
+}
+
+// The configurations that give most of x's nonzero blocks back unchanged, tried over every format with
+// a round trip as lowbit audit tries them (audit_exact.hpp): ([(format, block_size, exact_blocks,
+// blocks)], the CLI's warning naming `name`, or "" when x does not look already quantized).
+nb::tuple exact_round_trips_py(Floats x, const std::string& name) {
+  std::vector<audit::ExactRoundTrip> exact;
+  {
+    nb::gil_scoped_release release;
+    exact = audit::exact_round_trips({x.data(), x.size()}, audit::formats());
+  }
+  nb::list out;
+  for (const auto& e : exact) out.append(nb::make_tuple(e.format->name, e.block_size, e.exact_blocks, e.blocks));
+  return nb::make_tuple(out, exact.empty() ? std::string() : audit::exact_warning(name, exact));
+}
+
+// lowbit.choose: audit::choose over audit_state's row dicts (tensor, format, block_size, and the
+// measures or not_applicable; looks_already_quantized marks a configuration the tensor comes back
+// from unchanged). One dict per tensor, then one for every tensor (input None), as the CLI's JSON.
+nb::list choose_py(nb::list row_dicts, const std::string& budget_text) {
+  const audit::Budget budget = audit::parse_budget(budget_text);
+  std::vector<audit::Row> rows;
+  std::set<std::tuple<std::string, std::string, std::size_t>> exact;  // (tensor, format, block)
+  for (nb::handle h : row_dicts) {
+    const auto d = nb::cast<nb::dict>(h);
+    audit::Row r;
+    r.input = nb::cast<std::string>(d["tensor"]);
+    r.format = &format_named(nb::cast<std::string>(d["format"]));
+    r.block = nb::cast<std::size_t>(d["block_size"]);
+    if (d.contains("not_applicable")) {
+      r.note = nb::cast<std::string>(d["not_applicable"]);
+    } else {
+      r.m.n = nb::cast<std::size_t>(d["n"]);
+      r.m.mean_abs = nb::cast<double>(d["mean_abs"]);
+      r.m.mean_rel = nb::cast<double>(d["mean_rel"]);
+      r.m.rel_l2 = nb::cast<double>(d["rel_l2"]);
+      r.m.max_abs = nb::cast<double>(d["max_abs"]);
+      r.m.sqnr_db = nb::cast<double>(d["sqnr_db"]);
+      r.m.bits_per_element = nb::cast<double>(d["bits_per_element"]);
+    }
+    if (d.contains("looks_already_quantized") && nb::cast<bool>(d["looks_already_quantized"]))
+      exact.insert({r.input, r.format->name, r.block});
+    rows.push_back(std::move(r));
+  }
+  nb::list out;
+  for (const audit::Choice& c : audit::choose(rows, budget)) {
+    bool flagged = false;  // as the CLI's choice_flagged
+    if (c.best)
+      for (const auto& [tensor, format, block] : exact)
+        flagged = flagged || ((c.input.empty() || c.input == tensor) && format == c.best->format->name && block == c.best->block);
+    nb::dict d;
+    d["input"] = c.input.empty() ? nb::none() : nb::cast(c.input);
+    d["candidates"] = c.candidates;
+    d["budget"] = budget.text();
+    d["format"] = c.best ? nb::cast(c.best->format->name) : nb::none();
+    d["block_size"] = c.best ? nb::cast(c.best->block) : nb::none();
+    d["bits_per_element"] = c.best ? nb::cast(c.best->m.bits_per_element) : nb::none();
+    d[budget.metric.c_str()] = c.best ? nb::cast(audit::measure_of(c.best->m, budget.metric)) : nb::none();
+    d["looks_already_quantized"] = flagged;
+    d["text"] = audit::choice_text(c, budget, flagged);
+    out.append(d);
+  }
+  return out;
 }
 
 std::vector<std::string> audit_formats_py(const std::vector<std::string>& globs) {
@@ -253,6 +321,8 @@ NB_MODULE(_core, m) {
   m.def("sha256", &sha256_py, "data"_a);
   m.def("unpack_nibbles", &unpack_nibbles_py, "packed"_a, "count"_a);
   m.def("audit", &audit_py, "format"_a, "x"_a, "block_size"_a, "threads"_a = 1);
+  m.def("exact_round_trips", &exact_round_trips_py, "x"_a, "name"_a);
+  m.def("choose", &choose_py, "rows"_a, "budget"_a);
   m.def("audit_formats", &audit_formats_py, "globs"_a);
   m.def("audit_not_applicable", &audit_not_applicable_py, "format"_a, "block_size"_a, "has_negative"_a);
   m.def("validate", &validate_py, "tensors"_a, "metadata"_a, "origin"_a, "scope"_a);

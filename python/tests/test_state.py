@@ -133,11 +133,15 @@ def test_audit_state_warns_on_an_already_quantized_state():
     m = torch.randn(64, 96, generator=torch.Generator().manual_seed(5)) * 1e-3  # the moment state.0.exp_avg holds
     rows, warnings = lowbit.audit_state(sd, formats=["torchao.codebook8.*"], block_sizes=[128, 256],
                                         moments={"exp_avg (fp32)": m})
-    assert len(warnings) == 4 and all("already quantized" in w for w in warnings), warnings
+    # one per quantized state, none for the unquantized moment; each names the format the optimizer
+    # stored it in
+    assert len(warnings) == 4 and all("already quantized" in w and "the optimizer stored it as torchao." in w
+                                      for w in warnings), warnings
     # an unsigned state (its map holds 1.0) round-trips exactly in its own format and block: the fake
-    # optimum the warning is about
-    assert any(w.startswith("state.0.exp_avg_sq: already quantized (torchao.codebook8.unsigned, block 256)") and
-               "zero error" in w for w in warnings)
+    # optimum the warning is about, found by the engine's search (every nonzero block back unchanged)
+    sq = [w for w in warnings if w.startswith("state.0.exp_avg_sq looks already quantized: ")]
+    assert len(sq) == 1 and sq[0].endswith("; the optimizer stored it as torchao.codebook8.unsigned at block 256"), warnings
+    assert "torchao.codebook8.unsigned at block 256 gives 24 of its 24 nonzero blocks back unchanged" in sq[0], sq
     own = [r for r in rows if r["tensor"] == "state.0.exp_avg_sq" and r["format"] == "torchao.codebook8.unsigned"
            and r["block_size"] == 256]
     assert own and own[0]["max_abs"] == 0
