@@ -20,6 +20,7 @@
 #include "lowbit/audit_storage.hpp"
 #include "lowbit/audit_trajectory.hpp"
 #include "lowbit/blockwise.hpp"
+#include "lowbit/case_maker.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/generators.hpp"
 
@@ -459,6 +460,43 @@ TEST_CASE("input specs: special and edges take n (the list's first n values, rep
   CHECK(bits(e3[2]) == bits(0x1.0p-10f));
   CHECK(generate_inputs(parse_input_spec("edges:n=0"), cast, params).empty());
   CHECK_THROWS_AS(parse_input_spec("special:n=-1"), std::invalid_argument);
+}
+
+TEST_CASE("special on a whole-block format: the 18 values, then +0.0 to a whole block; with n as asked") {
+  const std::vector<float> special = generate_inputs(parse_input_spec("special"), FormatSpec{}, {});
+  for (const char* name : {"torchao.codebook8.signed", "torchao.codebook4.unsigned", "torchao.fp8"}) {
+    CAPTURE(name);
+    const FormatSpec& f = format(name);
+    const nlohmann::json params = resolve_params(f, {});
+    const std::size_t block = positive_size_param(params, "block_size");
+    const std::vector<float> padded = generate_inputs(parse_input_spec("special"), f, params);
+    REQUIRE(padded.size() == block);  // 256 or 128: one block
+    CHECK(special_padding(parse_input_spec("special"), f, params) == block - 18);
+    for (std::size_t i = 0; i < padded.size(); ++i) CHECK(bits(padded[i]) == (i < 18 ? bits(special[i]) : bits(0.0f)));
+    // another block size pads to it; n is taken as given, and the reference names the rule it breaks
+    CHECK(generate_inputs(parse_input_spec("special"), f, resolve_params(f, {{"block_size", 32}})).size() == 32);
+    CHECK(generate_inputs(parse_input_spec("special:n=20"), f, params).size() == 20);
+    std::string message;
+    for_each_case(f, params, parse_input_spec("special:n=20"), 1, {"lowbit test", "test"}, [&](CaseToRun c) {
+      CHECK_THROWS_WITH_AS(run_reference(f, c.inputs), doctest::Contains("quantizes whole blocks only: 20 elements is not "
+                                                                          "a multiple of block size"), CaseError);
+      return Case{};
+    });
+    // the padded case runs, and says so in its input metadata
+    for_each_case(f, params, parse_input_spec("special"), 1, {"lowbit test", "test"}, [&](CaseToRun c) {
+      CHECK(c.stem == "special");
+      CHECK(c.described == "special (padded with " + std::to_string(block - 18) + " zeros to a whole block of " +
+                               std::to_string(block) + ": " + name + " quantizes whole blocks only)");
+      CHECK(c.inputs.metadata.at("input") == c.described);
+      const Case out = run_reference(f, c.inputs);
+      CHECK(out.require("scale").element_count() == 1);
+      CHECK(std::isnan(out.require("scale").value_as_float(0)));  // the 18 values' NaN decides the block
+      return out;
+    });
+  }
+  // a format that takes any length is not padded
+  const FormatSpec& bnb = format("bnb.blockwise8.dynamic");
+  CHECK(generate_inputs(parse_input_spec("special"), bnb, resolve_params(bnb, {})).size() == 18);
 }
 
 TEST_CASE("trajectory: every optimizer format from the registry, deterministic, each first step moves by lr") {

@@ -64,6 +64,20 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
   }
 }
 
+TEST_CASE("verify: special on a whole-block format runs padded to one block, and a NaN-ignoring absmax is caught on it") {
+  // the reference: the padded block (18 values, 238 zeros) conforms, compared element for element
+  const Run good = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference.torchao.fp8 --input special --no-golden");
+  CAPTURE(good.output);
+  CHECK(good.code == 0);
+  CHECK(good.output.find("ok       special: 256 elements") != std::string::npos);
+  CHECK(good.output.find("skipped") == std::string::npos);
+  // fmaxf's absmax gives the block a finite scale: the padded special input alone catches it
+  const Run bad = lowbit_cli("verify --kernel " + plugin("mutant_absmax_ignores_nan") + " --input special --no-golden");
+  CAPTURE(bad.output);
+  CHECK(bad.code == 1);
+  CHECK(bad.output.find("MISMATCH special: 256 elements") != std::string::npos);
+}
+
 namespace {
 
 // Every class seen in a verify report, over all cases and tensors; and for one tensor, over the cases

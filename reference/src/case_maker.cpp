@@ -111,7 +111,11 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     const std::vector<float> values = generate_inputs(spec, format, params);
     Case in;
     in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
-    run(with_metadata(std::move(in), format, params, stem, spec.text, spec.seed(), made_by));
+    std::string described = spec.text;
+    if (const std::size_t zeros = special_padding(spec, format, params))
+      described += " (padded with " + std::to_string(zeros) + " zeros to a whole block of " +
+                   std::to_string(values.size()) + ": " + format.name + " quantizes whole blocks only)";
+    run(with_metadata(std::move(in), format, params, stem, described, spec.seed(), made_by));
     return;
   }
   Case state = format.fresh_state(generate_inputs(spec, format, params), params);

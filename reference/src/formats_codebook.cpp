@@ -343,6 +343,7 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {bits == 4 ? "codes_packed" : "codes", "scale", "qmap"};  // OptimState{8,4}bit: codes, scale, qmap
   f.round_trip_pads = true;
+  f.whole_blocks = true;
   if (!is_signed) f.refuses_negative = "n/a (unsigned map: the data has negative values)";
   return f;
 }
@@ -413,6 +414,7 @@ FormatSpec torchao_fp8_format() {
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {"codes", "scale"};  // OptimStateFp8: codes, scale
   f.round_trip_pads = true;
+  f.whole_blocks = true;
   return f;
 }
 

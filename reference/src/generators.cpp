@@ -150,6 +150,12 @@ std::vector<float> scaled_edges(const InputSpec& spec, const FormatSpec& format,
   return out;
 }
 
+std::size_t special_padding(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  if (spec.kind != "special" || spec.args.count("n") || !format.whole_blocks) return 0;
+  const std::size_t block = positive_size_param(params, "block_size"), n = special_values().size();
+  return (block - n % block) % block;
+}
+
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
   if (spec.kind == "file") return file_input_values(spec);
   std::mt19937_64 rng(spec.seed());
@@ -163,7 +169,11 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     return cycled(format.edge_inputs(params), spec);
   }
   if (spec.kind == "scaled-edges") return cycled(scaled_edges(spec, format, params), spec);
-  if (spec.kind == "special") return cycled(special_values(), spec);
+  if (spec.kind == "special") {
+    std::vector<float> v = cycled(special_values(), spec);
+    v.resize(v.size() + special_padding(spec, format, params), 0.0f);
+    return v;
+  }
   if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec));
   out.reserve(n);
   for (std::size_t i = 0; i < n; ++i) {

@@ -76,6 +76,9 @@ struct FormatSpec {
   std::function<Case(std::span<const float> param, const nlohmann::json& params)> fresh_state;
   // Inputs aimed at the format's boundaries (TestFloat style) for golden generate.
   std::function<std::vector<float>(const nlohmann::json& params)> edge_inputs;
+  // The input must be whole blocks of the param block_size (torchao): golden generate and verify pad
+  // the fixed special list with +0.0 to one (docs/golden-files.md, "special on whole-block formats").
+  bool whole_blocks = false;
 
   // The declaration of a tensor among the inputs, optional inputs and outputs; null when none.
   const TensorSpec* tensor(std::string_view name) const;

@@ -67,4 +67,11 @@ std::vector<float> adam_moment(const AdamSpec& spec);
 // std::invalid_argument on a bad spec.
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
+// The +0.0 values generate_inputs appends to `special` without n for a format that quantizes whole
+// blocks only (FormatSpec::whole_blocks): up to the next multiple of its block_size; 0 otherwise. A
+// zero never raises a block's absmax, so the 18 values keep the scale they have alone (their NaN
+// makes it NaN), and the padding elements are compared like every other. With n the list is cycled
+// to n values as asked, and a count that is not whole blocks is the reference's error.
+std::size_t special_padding(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
 }  // namespace lowbit
