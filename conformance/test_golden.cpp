@@ -333,3 +333,118 @@ TEST_CASE("issue 11 item 7: torch's scalar CPU kernels (capability default) roun
     CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", "avx2"}}).conformant);
   }
 }
+
+namespace {
+
+// The golden case's inputs, with the named ones (input, or param and grad) widened to float32, as the
+// reference took them before it read 16-bit inputs: the same values, another dtype.
+Case widened_to_f32(const Case& golden, std::initializer_list<const char*> names) {
+  const FormatSpec& spec = *find_format(golden.format());
+  Case c;
+  c.metadata = golden.metadata;
+  c.origin = golden.origin;
+  for (const Tensor& t : golden.tensors)
+    if (!spec.tensor(t.name) || std::none_of(spec.outputs.begin(), spec.outputs.end(), [&](const TensorSpec& o) { return o.name == t.name; }))
+      c.add(t);
+  for (const char* name : names) {
+    const Tensor& t = golden.require(name);
+    std::vector<float> v(t.element_count());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = t.value_as_float(i);
+    c.add(Tensor::from_f32(name, t.shape, v));
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("issue 11 item 9: bf16 and f16 inputs of bitsandbytes' block-wise quantizer, dequantized in their dtype") {
+  int checked = 0;
+  for (const ManifestEntry& e : golden_manifest().files) {
+    if (!e.format.starts_with("bnb.blockwise8.") ||
+        (e.path.find(".bf16") == std::string::npos && e.path.find(".f16") == std::string::npos))
+      continue;
+    CAPTURE(e.path);
+    const Case golden = golden_case(e);
+    const DType dtype = e.path.find(".bf16") != std::string::npos ? DType::BF16 : DType::F16;
+    CHECK(golden.require("input").dtype == dtype);
+    CHECK(golden.require("dequant").dtype == dtype);  // dequantize_blockwise returns the input's dtype
+    CHECK(compare_with_params(golden).conformant);
+    // the codes and absmax are those of the exactly widened float32 input; only the dequant's dtype differs
+    const FormatSpec& spec = *find_format(golden.format());
+    const Case f32 = run_reference(spec, widened_to_f32(golden, {"input"}));
+    CHECK(f32.require("codes").bytes == golden.require("codes").bytes);
+    if (golden.params().at("backend") == "cpu" || dtype == DType::BF16)
+      CHECK(f32.require("scale").bytes == golden.require("scale").bytes);
+    ++checked;
+  }
+  CHECK(checked == 16 + 24);  // native library: 4 kinds x 2 maps x 2 dtypes; default back end: 3 x 2 x 2 x 2 capabilities
+  // the default back end's NaN dequant in bf16: 0xFFFF at AVX2 (vectorized copy), 0x7FC0 at default (c10)
+  for (const char* capability : {"avx2", "default"}) {
+    const std::string suffix = std::string(capability) == "avx2" ? "" : ".cpu-default";
+    const Case golden = golden_case("bnb/bnb.blockwise8.dynamic/default.nonfinite.block64.bf16" + suffix + ".safetensors");
+    CHECK(golden.require("dequant").bits_at(3) == (std::string(capability) == "avx2" ? 0xFFFFu : 0x7FC0u));
+    CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+    // f16: torch's f16 -> float32 copy gives a NaN in its scalar tail (the last 549 % 8) 0x7FFFFFFF,
+    // which the tail block's absmax keeps (max() quiets it at default; 0xFFFFFFFF vectorized)
+    const Case f16 = golden_case("bnb/bnb.blockwise8.dynamic/default.nan-payloads.block64.f16" + suffix + ".safetensors");
+    CHECK(f32_bits_at(f16, "scale", 8) == (std::string(capability) == "avx2" ? 0xFFFFFFFFu : 0x7FFFFFFFu));
+    CHECK(f32_bits_at(f16, "scale", 6) == 0x7FC02000u);  // 0x7C01 widened by F16C: quieted, payload kept
+    CHECK(compare_with_params(f16).conformant);
+  }
+  // cuda-ieee does not model 16-bit loads and stores: refused with its reason, before any arithmetic
+  const Case bf16 = golden_case("bnb/bnb.blockwise8.dynamic/normal.block256.bf16.safetensors");
+  Case cuda = bf16;
+  cuda.metadata["params"] = nlohmann::json{{"block_size", 256}, {"backend", "cuda-ieee"}}.dump();
+  CHECK_THROWS_WITH_AS(run_reference(*find_format(bf16.format()), cuda), doctest::Contains("takes F32 input only"), CaseError);
+}
+
+TEST_CASE("issue 11 item 9: a bf16 parameter of bitsandbytes' CPU 8-bit Adam, copied back with torch's rounding") {
+  for (const char* capability : {"avx2", "default"}) {
+    const std::string name = std::string(capability) == "avx2" ? "adamw-tail.bf16" : "adamw-tail.bf16.cpu-default";
+    for (int step : {1, 2}) {
+      const std::string path = "bnb/bnb.adam8bit.cpu/" + name + ".step" + std::to_string(step) + ".safetensors";
+      CAPTURE(path);
+      const Case golden = golden_case(path);
+      for (const char* t : {"param", "grad", "param.next"}) CHECK(golden.require(t).dtype == DType::BF16);
+      CHECK(compare_with_params(golden).conformant);
+      if (step == 1) {
+        // float32 rounding of the same step: the parameter would keep 16 more bits
+        Case f32 = widened_to_f32(golden, {"param", "grad"});
+        const Case out = run_reference(*find_format(golden.format()), f32);
+        std::size_t moved_off_bf16 = 0;
+        for (std::size_t i = 0; i < out.require("param.next").element_count(); ++i)
+          moved_off_bf16 += (out.require("param.next").bits_at(i) & 0xFFFFu) != 0;
+        CHECK(moved_off_bf16 > out.require("param.next").element_count() / 2);
+        continue;
+      }
+      // step 2's NaN gradient at element 9: the parameter's NaN as torch's copy writes it
+      CHECK(golden.require("param.next").bits_at(9) == (std::string(capability) == "avx2" ? 0xFFFFu : 0x7FC0u));
+      CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+    }
+  }
+}
+
+TEST_CASE("issue 11 item 7: capability default for the tables, torchao's FP8 dequant NaNs and COAT's SymmQuantizer") {
+  // torch.linspace unfused: the tables differ from the fused ones
+  for (const char* path : {"torchao/torchao.qmap/signed8.cpu-default.safetensors", "bnb/bnb.qmap/dynamic_signed.cpu-default.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    CHECK(golden.params().at("linspace") == "nofma");
+    CHECK(golden.metadata.at("source").find("CPU capability DEFAULT") != std::string::npos);
+    CHECK(compare_with_params(golden).conformant);
+    CHECK_FALSE(compare_with_params(golden, {{"linspace", "fma"}}).conformant);
+  }
+  // codes.float() * scale and Q * scale where both are NaN: the code's or Q's in 13 of each 16 lanes at default
+  for (const char* path : {"torchao/torchao.fp8/nonfinite.block32.cpu-default.safetensors",
+                           "torchao/torchao.fp8/nan-payloads.block256.cpu-default.safetensors",
+                           "coat/coat.fake.symm/e4m3.12x32.b1x16.nan-payloads.cpu-default.safetensors",
+                           "coat/coat.fake.symm/e4m3.12x20.b4x5.nan-payloads.cpu-default.safetensors",
+                           "coat/coat.fake.symm/e4m3.12x20.b4x5.nan-payloads.safetensors"}) {
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    const bool is_default = std::string(path).find("cpu-default") != std::string::npos;
+    CHECK(golden.params().at("cpu_capability") == (is_default ? "default" : "avx2"));
+    CHECK(compare_with_params(golden).conformant);
+    CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", is_default ? "avx2" : "default"}}).conformant);
+  }
+}

@@ -14,7 +14,12 @@
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
+#include "lowbit/narrow16.hpp"
 #include "lowbit/optimizer.hpp"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 using namespace lowbit;
 using optimizer::Moment;
@@ -136,6 +141,68 @@ TEST_CASE("bf16 nearest-even write-back: ties to even, overflow to Inf") {
   CHECK(bf16(bf16_round_nearest_even(float_from_bits(0x3F80'8001u))) == bf16(0x3F81));
   CHECK(bf16(bf16_round_nearest_even(FLT_MAX)) == bf16(0x7F80));
 }
+
+TEST_CASE("bf16 write-back NaNs: 0xFFFF vectorized, c10's 0x7FC0 scalar, bitsandbytes' native formula as it is") {
+  for (std::uint32_t nan : {0x7FC00000u, 0xFFC00001u, 0x7F800001u, 0xFFFFFFFFu}) {
+    CHECK(bf16_round_nearest_even(float_from_bits(nan)) == 0xFFFF);
+    CHECK(bf16_round_nearest_even_c10(float_from_bits(nan)) == 0x7FC0);
+  }
+  // bitsandbytes' float_to_bf16 adds its bias to every pattern: a NaN whose payload lies in the low
+  // half carries into the exponent (0x7F800001 -> Inf, 0x7FFFFFFF wraps to -0) ...
+  CHECK(bnb_cpu_bf16(float_from_bits(0x7F800001u)) == 0x7F80);
+  CHECK(bnb_cpu_bf16(float_from_bits(0x7FFFFFFFu)) == 0x8000);
+  // ... and is round to nearest even elsewhere (every bf16 and the midpoints around it)
+  for (std::uint32_t h = 0; h < 0x7F80u; h += 7) {
+    for (std::uint32_t low : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u}) {
+      const float x = float_from_bits((h << 16) | low);
+      CHECK(bnb_cpu_bf16(x) == bf16_round_nearest_even(x));
+    }
+  }
+}
+
+#if defined(__x86_64__)
+// The x86 F16C instruction itself, the conversion bitsandbytes' float_to_fp16 and torch's Half copy run.
+__attribute__((target("f16c"))) std::uint16_t f16c(float x) {
+  return static_cast<std::uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
+TEST_CASE("f16 narrowing equals the F16C instruction on every f16, midpoint, neighbour, NaN and 2^20 random patterns") {
+  if (!__builtin_cpu_supports("f16c")) {
+    MESSAGE("skipped: this CPU has no F16C");
+    return;
+  }
+  std::size_t checked = 0, differ = 0;
+  auto check = [&](std::uint32_t bits) {
+    const float x = float_from_bits(bits);
+    ++checked;
+    if (f16_round_nearest_even(x) != f16c(x)) {
+      if (++differ <= 5) CHECK_MESSAGE(false, "0x" << std::hex << bits << ": " << f16_round_nearest_even(x) << " against F16C " << f16c(x));
+    }
+  };
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {  // every f16 widened, and the float32s around its upper midpoint
+    const std::uint32_t w = bits_of(widen_f16(static_cast<std::uint16_t>(h)));
+    for (std::uint32_t d : {0u, 1u, 0xFFFu, 0x1000u, 0x1001u}) check(w + d);
+    check(w - 1);
+  }
+  for (std::uint32_t e = 0; e < 256; ++e)  // every exponent with mantissas at the subnormal rounding places
+    for (std::uint32_t m : {0u, 1u, 0x400000u, 0x7FFFFFu, 0x3FFFFFu, 0x200000u, 0x200001u, 0x1FFFFFu})
+      for (std::uint32_t sign : {0u, 0x80000000u}) check(sign | (e << 23) | m);
+  std::uint64_t state = 0x9E3779B97F4A7C15ull;  // splitmix64
+  for (int k = 0; k < (1 << 20); ++k) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    check(static_cast<std::uint32_t>(z ^ (z >> 31)));
+  }
+  CHECK(differ == 0);
+  CHECK(checked > 1'400'000);
+  // hand-picked: 65520 (halfway to 2^16) ties to Inf, 2^-25 ties to 0, a NaN keeps its payload's top bits
+  CHECK(f16_round_nearest_even(65520.0f) == 0x7C00);
+  CHECK(f16_round_nearest_even(0x1p-25f) == 0x0000);
+  CHECK(f16_round_nearest_even(float_from_bits(0xFFFFFFFFu)) == 0xFFFF);
+  CHECK(f16_round_nearest_even(float_from_bits(0x7F800001u)) == 0x7E00);
+}
+#endif
 
 TEST_CASE("torchao: the float32 step counter stops at 2^24") {
   std::vector<float> param(4, 1.0f), grad(4, 0.1f);

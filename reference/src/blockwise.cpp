@@ -1,4 +1,5 @@
 #include "lowbit/blockwise.hpp"
+#include "lowbit/torch_cpu_mul.hpp"
 
 #include <array>
 #include <cstring>
@@ -252,16 +253,18 @@ void torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, cons
 }
 
 void torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale, std::size_t block_size,
-                            NanWidening widening, std::span<float> out) {
+                            NanWidening widening, std::span<float> out, bool vectorized) {
   require_whole_blocks(codes.size(), block_size);
   require_dequant(codes.size(), scale.size(), block_size, out.size());
+  const auto length = static_cast<std::int64_t>(block_size);
   for (std::size_t b = 0; b < codes.size() / block_size; ++b) {
     const float s = scale[b];
     for (std::size_t i = b * block_size; i < (b + 1) * block_size; ++i) {
       const float v = fp8::decode<fp8::E4M3FN>(codes[i], widening);
       // Spelled out rather than left to the multiply, whose choice between two NaN operands is the
-      // instruction's: in torch's result the NaN of the scale wins.
-      out[i] = std::isnan(s) ? s : v * s;
+      // instruction's: torch's loop returns the scale's or the code's by lane (torch_cpu_mul.hpp)
+      const bool scale_wins = torch_mul_broadcast_nan_wins(static_cast<std::int64_t>(i - b * block_size), length, vectorized);
+      out[i] = std::isnan(s) ? (std::isnan(v) && !scale_wins ? v : s) : v * s;
     }
   }
 }
@@ -349,7 +352,8 @@ void torchao_fp8_quantize_into(std::span<const float> x, std::size_t block_size,
 }
 
 void torchao_fp8_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                 std::size_t block_size, NanWidening widening, std::span<float> out, int threads) {
+                                 std::size_t block_size, NanWidening widening, std::span<float> out, int threads,
+                                 bool vectorized) {
   require_whole_blocks(codes.size(), block_size);
   require_dequant(codes.size(), scale.size(), block_size, out.size());
   std::array<float, 256> value;  // every code's widened value, by the scalar decoder
@@ -358,8 +362,14 @@ void torchao_fp8_dequantize_into(std::span<const std::uint8_t> codes, std::span<
     for (std::size_t b = first; b < end; ++b) {
       const float s = scale[b];
       const std::size_t start = b * block_size;
-      if (std::isnan(s)) std::fill_n(out.data() + start, block_size, s);  // the scale's NaN wins (scalar::)
-      else
+      if (std::isnan(s)) {  // the scale's NaN, or a NaN code's own where torch's loop returns it (scalar::)
+        const auto length = static_cast<std::int64_t>(block_size);
+        for (std::size_t i = start; i < start + block_size; ++i) {
+          const float v = value[codes[i]];
+          const bool own = std::isnan(v) && !torch_mul_broadcast_nan_wins(static_cast<std::int64_t>(i - start), length, vectorized);
+          out[i] = own ? v : s;
+        }
+      } else
         for (std::size_t i = start; i < start + block_size; ++i) out[i] = value[codes[i]] * s;
     }
   });
@@ -467,10 +477,10 @@ Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size,
 }
 
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                          std::size_t block_size, NanWidening widening) {
+                                          std::size_t block_size, NanWidening widening, bool vectorized) {
   require_whole_blocks(codes.size(), block_size);
   std::vector<float> out(codes.size());
-  torchao_fp8_dequantize_into(codes, scale, block_size, widening, out);
+  torchao_fp8_dequantize_into(codes, scale, block_size, widening, out, 1, vectorized);
   return out;
 }
 

@@ -1,5 +1,6 @@
 // COAT fake quantization (docs/formats/coat-fake.md).
 #include "lowbit/coat_fake.hpp"
+#include "lowbit/torch_cpu_mul.hpp"
 
 #include <cmath>
 #include <limits>
@@ -98,7 +99,7 @@ float symm_scale(float absmax, fp8::FormatId f, Model model) {
 
 // Reference: COAT 80ec99f coat/activation/fake_quantization/quantize_function.py SymmQuantizer.forward (lines 222-266, block_cut 10-58, find_max_min 180-207)
 Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std::int64_t row_block,
-                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model) {
+                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model, bool vectorized_mul) {
   if (m <= 0 || n <= 0 || static_cast<std::uint64_t>(m) * static_cast<std::uint64_t>(n) != x.size())
     throw std::invalid_argument("COAT SymmQuantizer: input must be a non-empty M x N tensor");
   const std::int64_t rb = row_block == -1 ? m : row_block, cb = col_block == -1 ? n : col_block;
@@ -134,9 +135,10 @@ Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std
           float q = x86_result(x[i] / scale, x[i], scale);
           if (std::isnan(q) && model == Model::Gpu) q = float_from_bits(kGpuNaN);
           const float qf = floatexmy_triton(q, f, model);
-          // q * scale: when both are NaN torch's CPU multiply returns the scale's (observed: a NaN
-          // element's rq is the block's 0x7FC00000, not its own q)
-          float rq = x86_result(qf * scale, scale, qf);
+          // q * scale: when both are NaN, whose NaN comes back depends on where torch's CPU loop
+          // computes the element
+          const bool scale_first = torch_mul_broadcast_nan_wins(r * cb + c, rb * cb, vectorized_mul);
+          float rq = scale_first ? x86_result(qf * scale, scale, qf) : x86_result(qf * scale, qf, scale);
           if (std::isnan(rq) && model == Model::Gpu) rq = float_from_bits(kGpuNaN);
           s.q[i] = qf;
           s.rq[i] = rq;

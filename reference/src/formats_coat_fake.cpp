@@ -2,6 +2,7 @@
 #include <stdexcept>
 
 #include "fp8_edges.hpp"
+#include "formats_optimizer_io.hpp"
 #include "lowbit/coat_fake.hpp"
 #include "lowbit/formats.hpp"
 
@@ -18,6 +19,10 @@ Model model_of(const nlohmann::json& p) {
   if (s != "interpreter" && s != "gpu") throw std::runtime_error("model must be interpreter or gpu (got '" + s + "')");
   return s == "interpreter" ? Model::Interpreter : Model::Gpu;
 }
+
+// cpu_capability avx2 or avx512 (vectorized kernels), or default (scalar ones): the parse every
+// torch-derived format shares (optimizer_io::fused_on)
+bool vectorized_mul_from(const nlohmann::json& p) { return optimizer_io::fused_on(p); }
 
 std::vector<float> input_values(const Case& in) {
   const Tensor& t = in.require("input");
@@ -67,7 +72,9 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.name = "coat.fake.symm";
     f.description = "COAT SymmQuantizer: per-block absmax+epsilon scale 2*absmax/(Qp-Qn), Q = Triton fake FP8 of x/scale, RQ = Q*scale";
     f.provenance = std::string(kProvenance) + "quantize_function.py block_cut + SymmQuantizer.forward + block_reshape";
-    f.default_params = {{"fp8", "e4m3"}, {"model", "interpreter"}, {"row_block", 1}, {"col_block", 16}, {"epsilon", 1e-8}};
+    // cpu_capability: torch's, for RQ = Q * scale of a NaN Q in a NaN block (whose NaN comes back)
+    f.default_params = {{"fp8", "e4m3"},   {"model", "interpreter"}, {"row_block", 1},
+                        {"col_block", 16}, {"epsilon", 1e-8},        {"cpu_capability", "avx2"}};
     f.inputs = {{"input", {.dtypes = {DType::F32}, .shape = any_shape(2)}}};
     // row_block x col_block tiles (-1: the whole axis), one scale entry each in block_cut's row-major order
     const Layout tile = tiles(param_extent_or_whole_axis("row_block"), param_extent_or_whole_axis("col_block"), {"scale"});
@@ -81,7 +88,8 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
       const std::vector<float> x = input_values(in);
       const auto eps = static_cast<float>(p.at("epsilon").get<double>());  // torch: float32 tensor + Python float
       const Symm s = symm_quantize(x, t.shape[0], t.shape[1], p.at("row_block").get<std::int64_t>(),
-                                   p.at("col_block").get<std::int64_t>(), eps, fp8_of(p), model_of(p));
+                                   p.at("col_block").get<std::int64_t>(), eps, fp8_of(p), model_of(p),
+                                   vectorized_mul_from(p));
       return std::vector<Tensor>{Tensor::from_f32("rq", t.shape, s.rq), Tensor::from_f32("q", t.shape, s.q),
                                  Tensor::from_f32("scale", {static_cast<std::int64_t>(s.scale.size())}, s.scale)};
     };

@@ -15,6 +15,9 @@
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
+#include "lowbit/bf16_round.hpp"
+#include "lowbit/narrow16.hpp"
+#include "formats_optimizer_io.hpp"
 
 namespace lowbit {
 
@@ -348,6 +351,16 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   return f;
 }
 
+// cpu_capability (what torch.backends.cpu.get_cpu_capability() reports, lower case): whether torch's
+// CPU kernels run vectorized (avx2, avx512) or scalar (default): bitsandbytes' default back end's
+// max() of a NaN tail (0xFFFFFFFF when vectorized) and 16-bit copies, torchao FP8's dequant NaNs.
+bool vectorized_from(const nlohmann::json& p) {
+  const std::string c = p.contains("cpu_capability") ? p.at("cpu_capability").get<std::string>() : "avx2";
+  if (c == "avx2" || c == "avx512") return true;
+  if (c == "default") return false;
+  throw std::runtime_error("cpu_capability must be avx2, avx512 or default (got '" + c + "')");
+}
+
 fp8::NanWidening widening_from(const nlohmann::json& p) {
   const std::string w = p.contains("nan_widening") ? p["nan_widening"].get<std::string>() : "c10";
   if (const auto rule = fp8::parse_nan_widening(w)) return *rule;
@@ -375,7 +388,9 @@ FormatSpec torchao_fp8_format() {
   f.provenance = "torchao 0.18 optim/subclass_fp8.py quantize_fp8 and OptimStateFp8.dequantize";
   // torch >= 2.13 casts saturate; nan_widening "c10" is torch's float8 -> float32 (observed at CPU
   // capabilities AVX2 and default), "quiet" (or "avx512") the rule once documented for AVX-512.
-  f.default_params = {{"block_size", 256}, {"overflow", "satfinite"}, {"nan_encoding", "torch"}, {"nan_widening", "c10"}};
+  // cpu_capability: torch's, for whose NaN the dequant's code * scale returns where both are NaN
+  f.default_params = {{"block_size", 256},        {"overflow", "satfinite"}, {"nan_encoding", "torch"},
+                      {"nan_widening", "c10"},    {"cpu_capability", "avx2"}};
   f.inputs = {f32_input()};
   f.outputs = blockwise_outputs(DType::F8_E4M3);
   f.run = [](const Case& in, const nlohmann::json& p) {
@@ -387,7 +402,8 @@ FormatSpec torchao_fp8_format() {
     return std::vector<Tensor>{
         Tensor::from_bytes("codes", fp8::E4M3FN::code_dtype, flat_shape(quantized.codes.size()), quantized.codes),
         f32_tensor("scale", quantized.scale),
-        f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p)))};
+        f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p),
+                                                                vectorized_from(p)))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     const nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
@@ -404,7 +420,7 @@ FormatSpec torchao_fp8_format() {
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
-                                             widening_from(p));
+                                             widening_from(p), vectorized_from(p));
   };
   f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
     const std::vector<float> p = padded_to_blocks(x, block);
@@ -466,13 +482,40 @@ blockwise::BnbBackend backend_from(const nlohmann::json& p) {
   throw std::runtime_error("backend must be cpu, cuda-ieee or default (got '" + b + "')");
 }
 
-// cpu_capability (what torch.backends.cpu.get_cpu_capability() reports, lower case): whether torch's
-// full reduction max() runs vectorized (avx2, avx512: a NaN gives 0xFFFFFFFF) or scalar (default).
-bool vectorized_from(const nlohmann::json& p) {
-  const std::string c = p.contains("cpu_capability") ? p.at("cpu_capability").get<std::string>() : "avx2";
-  if (c == "avx2" || c == "avx512") return true;
-  if (c == "default") return false;
-  throw std::runtime_error("cpu_capability must be avx2, avx512 or default (got '" + c + "')");
+
+// torch's f16 -> float32 copy (A.float() in the default back end), as observed with torch 2.15 at
+// CPU capabilities AVX2 and default: the elements its vector loop converts (F16C vcvtph2ps, 8 lanes)
+// get their NaNs quieted with sign and payload kept (0x7C01 -> 0x7FC02000); the last n % 8, which the
+// scalar tail converts, get 0x7FFFFFFF for every NaN. 16 lanes at AVX-512 is Vectorized<float>'s
+// width there, not observed. Only the back end's NaN absmax sees these bits.
+void torch_f16_nan_bits(std::vector<float>& x, const nlohmann::json& p) {
+  const std::size_t lanes = p.contains("cpu_capability") && p.at("cpu_capability") == "avx512" ? 16 : 8;
+  const std::size_t vector_part = x.size() - x.size() % lanes;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (std::isnan(x[i])) x[i] = float_from_bits(i < vector_part ? (bits_of(x[i]) | 0x00400000u) : 0x7FFFFFFFu);
+}
+
+// bitsandbytes' dequantize_blockwise returns the input's dtype (functional.py: QuantState.dtype): the
+// float32 q[code] * absmax rounded by the back end's conversion. cpu: the native library's
+// float_to_bf16 and F16C float_to_fp16; default: torch's .to(dtype): bf16 vectorized (AVX2, AVX-512:
+// a NaN becomes 0xFFFF) or scalar (capability default: c10's 0x7FC0), f16 by F16C at both
+// capabilities observed. docs/formats/bnb-blockwise8.md, "16-bit inputs".
+Tensor bnb_dequant_tensor(const std::vector<float>& d, const Tensor& input, blockwise::BnbBackend backend,
+                          bool vectorized) {
+  if (input.dtype == DType::F32) return f32_tensor("dequant", d);
+  std::vector<std::uint8_t> bytes(d.size() * 2);
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    std::uint16_t h = 0;
+    if (input.dtype == DType::BF16)
+      h = backend == blockwise::BnbBackend::CpuLut ? bnb_cpu_bf16(d[i])
+          : vectorized                             ? bf16_round_nearest_even(d[i])
+                                                   : bf16_round_nearest_even_c10(d[i]);
+    else  // torch converts with F16C at every capability observed (AVX2, default), as the native library does
+      h = f16_round_nearest_even(d[i]);
+    bytes[2 * i] = static_cast<std::uint8_t>(h);
+    bytes[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+  }
+  return Tensor::from_bytes("dequant", input.dtype, flat_shape(d.size()), bytes);
 }
 
 FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& default_map) {
@@ -486,15 +529,30 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                  "kQuantizeBlockwise; backends/default/ops.py";
   // cpu_capability: torch's, for the pure-PyTorch back end's NaN absmax of a tail block
   f.default_params = {{"block_size", 4096}, {"backend", "cpu"}, {"cpu_capability", "avx2"}};
-  f.inputs = {f32_input(), qmap_input(256)};
+  // quantize_blockwise takes float32, bf16 and f16 (backends/cpu/ops.py: one native entry point each;
+  // backends/default/ops.py: A.float()); the dequant comes back in the input's dtype
+  const std::vector<DType> floats = {DType::F32, DType::BF16, DType::F16};
+  f.inputs = {{"input", {.dtypes = floats}}, qmap_input(256)};
   f.outputs = blockwise_outputs(DType::U8);
+  f.outputs[2].schema.dtypes = floats;
+  f.outputs[2].schema.dtype_of = "input";
   f.run = [](const Case& in, const nlohmann::json& p) {
     const std::size_t block = block_size_from(p);
-    const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
+    const Tensor& input = in.require("input");
+    const blockwise::BnbBackend backend = backend_from(p);
+    if (backend == blockwise::BnbBackend::CudaIeee && input.dtype != DType::F32)
+      throw std::runtime_error("backend cuda-ieee takes F32 input only (the CUDA kernel's 16-bit loads and stores are "
+                               "not modelled); got " + std::string(dtype_name(input.dtype)));
+    // widening bf16 and f16 is exact; a NaN's bits reach only the default back end's absmax
+    std::vector<float> x = optimizer_io::widened(input);
+    if (backend == blockwise::BnbBackend::Default && input.dtype == DType::F16) torch_f16_nan_bits(x, p);
+    const std::vector<float> q = in.require("qmap").f32();
     if (q.size() != 256) throw std::runtime_error("qmap must have 256 entries");
-    const auto quantized = blockwise::bnb_quantize(x, q, block, backend_from(p), vectorized_from(p));
-    return std::vector<Tensor>{u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
-                               f32_tensor("dequant", blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block))};
+    const auto quantized = blockwise::bnb_quantize(x, q, block, backend, vectorized_from(p));
+    return std::vector<Tensor>{
+        u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
+        bnb_dequant_tensor(blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block), input, backend,
+                           vectorized_from(p))};
   };
   // the variant checked is a division by the absmax, with the back end's own search (the pure-PyTorch
   // back end mixes both arithmetics by block: no variant there)

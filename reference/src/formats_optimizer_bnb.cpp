@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "formats_optimizer_io.hpp"
+#include "lowbit/bf16_round.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
@@ -33,6 +34,14 @@ std::int64_t step_of(const Case& in) {
   return v[0];
 }
 
+// The float32 parameter as `p.data.copy_(p_fp32)` writes it into a bf16 parameter (torch's CPU copy:
+// round to nearest even; a NaN is 0xFFFF when vectorized, capabilities AVX2 and AVX-512, and c10's
+// 0x7FC0 when scalar, capability default), as the bits of the case's dtype; float32 stays as it is.
+std::uint64_t written_bits(float p32, DType dtype, bool vectorized) {
+  if (dtype != DType::BF16) return bits_of(p32);
+  return vectorized ? bf16_round_nearest_even(p32) : bf16_round_nearest_even_c10(p32);
+}
+
 // The moments written out without ATen's fused multiply-adds (add_ with alpha, addcmul_): a multiply
 // and an add each, two roundings; the rest as bnb_adam_cpu_element with a correctly rounded root. Not
 // a reference: the explainer's model of a kernel that computes it so.
@@ -51,8 +60,11 @@ float bnb_unfused_param(float p, float g, float m_old, float v_old, const optimi
 // The states and scalars are read once per comparison; each element then costs 3 steps.
 ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, const std::string& tensor) {
   const Tensor* got = actual.find("param.next");
-  if (tensor != "param.next" || !got || got->dtype != DType::F32) return {};
+  const Tensor* want = expected.find("param.next");
+  if (tensor != "param.next" || !got || !want || got->dtype != want->dtype) return {};
   const nlohmann::json p = resolve_params(*find_format(expected.format()), expected.params());
+  const DType dtype = want->dtype;
+  const bool vectorized = optimizer_io::fused_on(p);  // the capability: vectorized kernels fuse and copy alike
   const auto block = positive_size_param(p, "block_size");
   const optimizer::Moment m = read_moment(expected, "exp_avg", false), v = read_moment(expected, "exp_avg_sq", false);
   auto m_old = std::make_shared<const std::vector<float>>(blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block));
@@ -60,19 +72,21 @@ ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, c
   const auto s = optimizer::bnb_adam_scalars(bnb_hyper_from(p), step_of(expected));
   const Tensor* param = &expected.require("param");
   const Tensor* grad = &expected.require("grad");
-  const Tensor* want = &expected.require("param.next");
   return [=](std::size_t i) -> Explanation {
     if (i >= got->element_count() || i >= m_old->size() || i >= v_old->size()) return {};
     const float pv = param->value_as_float(i), gv = grad->value_as_float(i);
-    const std::uint64_t variant = bits_of(bnb_unfused_param(pv, gv, (*m_old)[i], (*v_old)[i], s));
-    if (variant == got->bits_at(i) && variant != bits_of(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s).param)) {
+    const std::uint64_t variant = written_bits(bnb_unfused_param(pv, gv, (*m_old)[i], (*v_old)[i], s), dtype, vectorized);
+    const std::uint64_t own =
+        written_bits(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s).param, dtype, vectorized);
+    if (variant == got->bits_at(i) && variant != own) {
       return classed(MismatchClass::ArithmeticVariant, "unfused-fma");
     }
     std::vector<std::uint64_t> candidates;
     // sqrt(v) as MKL may give it: correctly rounded, or the other float bracketing the exact root
     const int other = faithful_sqrt_other(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s).exp_avg_sq);
     for (int sqrt_v : {0, other})
-      candidates.push_back(bits_of(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s, sqrt_v).param));
+      candidates.push_back(
+          written_bits(optimizer::bnb_adam_cpu_element(pv, gv, (*m_old)[i], (*v_old)[i], s, sqrt_v).param, dtype, vectorized));
     if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return classed(MismatchClass::LibraryRounding);
     return {};
   };
@@ -122,7 +136,7 @@ FormatSpec bnb_adam_format(const std::string& name, const Extent& block) {
 
 std::vector<Tensor> outputs_of(const Case& in, const std::vector<float>& param, const optimizer::Moment& m,
                                const optimizer::Moment& v) {
-  std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param)};
+  std::vector<Tensor> out = {narrowed("param.next", in.require("param"), param)};
   write_moment(out, "exp_avg", m, false);
   write_moment(out, "exp_avg_sq", v, false);
   return out;
@@ -138,11 +152,20 @@ FormatSpec bnb_adam_cpu_format() {
   // torch's CPU capability: avx2 and avx512 fuse add(alpha) and addcmul, default does not
   f.default_params["cpu_capability"] = "avx2";
   f.default_tolerance = "torch-cpu-eager";
+  // a bf16 parameter (and its bf16 gradient, as the optimizer passes p.grad): the kernel widens both
+  // (g.float(), p.data.float()), steps in float32 and copies the result back into the bf16 parameter
+  const std::vector<DType> param_dtypes = {DType::F32, DType::BF16};
+  f.inputs[0].schema.dtypes = param_dtypes;
+  f.inputs[1].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
+  f.outputs[0].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
   f.run = [](const Case& in, const nlohmann::json& p) {
-    std::vector<float> param = in.require("param").f32();
+    const Tensor& param_in = in.require("param");
+    std::vector<float> param = widened(param_in);
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
-    optimizer::bnb_adam_cpu_step(param, in.require("grad").f32(), step_of(in), m, v, bnb_hyper_from(p),
+    optimizer::bnb_adam_cpu_step(param, widened(in.require("grad")), step_of(in), m, v, bnb_hyper_from(p),
                                  positive_size_param(p, "block_size"));
+    if (param_in.dtype == DType::BF16)
+      for (float& x : param) x = widen_bf16(static_cast<std::uint16_t>(written_bits(x, DType::BF16, fused_on(p))));
     return outputs_of(in, param, m, v);
   };
   f.explain = bnb_param_explainer;

@@ -36,8 +36,8 @@ bool fused_on(const nlohmann::json& params) {
 }
 
 std::vector<float> widened(const Tensor& t) {
-  if (t.dtype != DType::F32 && t.dtype != DType::BF16)
-    throw CaseError("tensor '" + t.name + "' must be F32 or BF16, not " + std::string(dtype_name(t.dtype)));
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw CaseError("tensor '" + t.name + "' must be F32, BF16 or F16, not " + std::string(dtype_name(t.dtype)));
   std::vector<float> out(t.element_count());
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = t.value_as_float(i);
   return out;

@@ -23,7 +23,7 @@ void write_moment(std::vector<Tensor>& out, const std::string& prefix, const opt
 // addcmul round once (vectorized kernels, built with FMA) or twice (the scalar default kernels).
 bool fused_on(const nlohmann::json& params);
 
-// A float32 or bf16 tensor's elements widened to float.
+// A float32, bf16 or f16 tensor's elements widened to float (exactly; NaN payloads kept).
 std::vector<float> widened(const Tensor& t);
 // values (exactly representable in like's dtype) as a tensor of like's dtype and shape.
 Tensor narrowed(std::string name, const Tensor& like, const std::vector<float>& values);

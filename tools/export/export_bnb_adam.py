@@ -29,18 +29,23 @@ CAPABILITY = torch.backends.cpu.get_cpu_capability().lower()
 def export(w: golden_io.Writer):
     qmap1 = bnbF.create_dynamic_map(signed=True).float()
     qmap2 = bnbF.create_dynamic_map(signed=False).float()
-    settings = [  # (name, elements, weight decay, lr, seed); 4096 + 37 has a partial tail block
-        ("adamw", 4096, 1e-2, 1e-3, 21),
-        ("adam-wd0-tail", 4096 + 37, 0.0, 1e-3, 22),
-        ("adamw-lr1e-1", 4096, 1e-2, 1e-1, 23),
+    f32, bf16 = torch.float32, torch.bfloat16
+    settings = [  # (name, elements, weight decay, lr, seed, param dtype); 4096 + 37 has a partial tail block
+        ("adamw", 4096, 1e-2, 1e-3, 21, f32),
+        ("adam-wd0-tail", 4096 + 37, 0.0, 1e-3, 22, f32),
+        ("adamw-lr1e-1", 4096, 1e-2, 1e-1, 23, f32),
+        # a bf16 parameter and its bf16 gradient (as the optimizer passes p.grad): the kernel widens
+        # both, steps in float32 and copies back (round to nearest even); NaN gradients from step 2
+        ("adamw-tail.bf16", 4096 + 37, 1e-2, 1e-3, 25, bf16),
     ]
     steps, extra = STEPS, {}
-    if CAPABILITY != "avx2":
-        settings = [(f"adamw-tail.cpu-{CAPABILITY}", 512 + 37, 1e-2, 1e-3, 24)]
+    if CAPABILITY != "avx2":  # the bf16 copy's NaN depends on it too (0xFFFF vectorized, 0x7FC0 scalar)
+        settings = [(f"adamw-tail.cpu-{CAPABILITY}", 512 + 37, 1e-2, 1e-3, 24, f32),
+                    (f"adamw-tail.bf16.cpu-{CAPABILITY}", 512 + 37, 1e-2, 1e-3, 26, bf16)]
         steps, extra = 2, {"cpu_capability": CAPABILITY}
-    for name, n, wd, lr, seed in settings:
+    for name, n, wd, lr, seed, dtype in settings:
         g = torch.Generator().manual_seed(seed)
-        p = torch.randn(n, generator=g)
+        p = torch.randn(n, generator=g).to(dtype)
         state1 = torch.zeros(n, dtype=torch.uint8)  # as Optimizer8bit.init_state creates them
         state2 = torch.zeros(n, dtype=torch.uint8)
         blocks = -(-n // 256)
@@ -50,6 +55,9 @@ def export(w: golden_io.Writer):
             grad = torch.randn(n, generator=g) * (10.0 ** -torch.randint(0, 4, (1,), generator=g).item())
             grad[:5] = 0.0
             grad[5] = -0.0
+            grad = grad.to(dtype)
+            if dtype == bf16 and step >= 2:
+                grad[7 + step] = float("nan")  # the parameter becomes NaN: the bf16 copy's NaN rule
             before = {"param": p.clone(), "grad": grad.clone(), "step": torch.tensor(step, dtype=torch.int64),
                       "exp_avg.codes": state1.clone(), "exp_avg.scale": absmax1.clone(), "exp_avg.qmap": qmap1,
                       "exp_avg_sq.codes": state2.clone(), "exp_avg_sq.scale": absmax2.clone(), "exp_avg_sq.qmap": qmap2}

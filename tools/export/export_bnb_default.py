@@ -67,6 +67,40 @@ def inputs(kind: str, block: int, seed: int) -> torch.Tensor:
     return x
 
 
+# 16-bit NaNs of both signs, quiet and signalling, with payloads, as bit patterns
+NANS_16BIT = {torch.bfloat16: [0xFFC0, 0x7FC1, 0xFFFF, 0x7F81, 0xFFC1],
+              torch.float16: [0xFE00, 0x7E01, 0xFFFF, 0x7C01, 0xFE01]}
+
+
+def inputs_16bit(kind: str, block: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
+    """The float32 inputs rounded to the dtype; nan-payloads with 16-bit NaN patterns instead, the
+    tail block's in the last 549 % 8 elements (torch's f16 -> float32 copy converts those in its
+    scalar tail, which gives 0x7FFFFFFF for a NaN)."""
+    if kind != "nan-payloads":
+        return inputs(kind, block, seed).to(dtype)
+    x = inputs("normal", block, seed).to(dtype)
+    bits = x.view(torch.int16)
+    nans = [v - 0x10000 if v >= 0x8000 else v for v in NANS_16BIT[dtype]]
+    for k in range(4):
+        bits[k * (N // 4) + 7] = nans[k]
+    bits[N + 35] = nans[4]
+    return x
+
+
+def export_16bit(w: golden_io.Writer, variant: str, qmap: torch.Tensor, block: int):
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        for seed, kind in enumerate(("normal", "nonfinite", "nan-payloads"), start=11):
+            x = inputs_16bit(kind, block, seed, dtype)
+            codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=block)
+            dequant = bnbF.dequantize_blockwise(codes, state)
+            assert dequant.dtype == dtype, f"dequantize_blockwise returned {dequant.dtype} for {name} input"
+            w.add("bnb", f"bnb.blockwise8.{variant}", f"default.{kind}.block{block}.{name}{SUFFIX}",
+                  {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+                  {"block_size": block, "backend": "default", "cpu_capability": CAPABILITY},
+                  f"bitsandbytes.functional.quantize_blockwise / dequantize_blockwise on a {name} tensor "
+                  "(backends/default/ops.py: native library not loaded)", seed, kind)
+
+
 def export_all(w: golden_io.Writer):
     assert isinstance(lib, ErrorHandlerMockBNBNativeLibrary), "bitsandbytes loaded its native library"
     maps = {"dynamic": bnbF.create_dynamic_map(signed=True).float(), "linear": bnbF.create_linear_map(signed=True).float()}
@@ -83,6 +117,7 @@ def export_all(w: golden_io.Writer):
                       {"block_size": block, "backend": "default", "cpu_capability": CAPABILITY},
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (backends/default/ops.py: "
                       "native library not loaded)", seed, kind)
+        export_16bit(w, variant, qmap, 64)
 
 
 if __name__ == "__main__":

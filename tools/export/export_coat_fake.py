@@ -35,9 +35,16 @@ import golden_io  # noqa: E402
 
 GENERATOR = "tools/export/export_coat_fake.py (lowbit 0.1.0)"
 COAT_COMMIT = coat_interpreter.COAT_COMMIT
+CAPABILITY = torch.backends.cpu.get_cpu_capability()
 SOURCE = (f"NVlabs/COAT {COAT_COMMIT}, triton {triton.__version__} under TRITON_INTERPRET=1 on the CPU "
           f"(libdevice.round/signbit by numpy stand-ins: round half away from zero, signbit 0/1), "
-          f"torch {torch.__version__} CPU for the torch path and SymmQuantizer")
+          f"torch {torch.__version__} CPU (CPU capability {CAPABILITY}) for the torch path and SymmQuantizer")
+# torch's CPU capability decides one thing here: whose NaN SymmQuantizer's Q * scale returns when
+# both are NaN (vectorized: the scale's; scalar, capability default: Q's). The interpreter's numpy
+# arithmetic and torch's amax, division and casts gave the same bits at AVX2 and default. Under
+# another capability than AVX2 only the nan-payloads cases of coat.fake.symm are written, named
+# *.cpu-<capability> (ATEN_CPU_CAPABILITY=default .venv/bin/python tools/export/export_coat_fake.py ...).
+SUFFIX = "" if CAPABILITY == "AVX2" else f".cpu-{CAPABILITY.lower()}"
 
 
 def versions():
@@ -157,7 +164,7 @@ def export_all(w: golden_io.Writer, args):
     patch_triton()
     qf = load_coat(str(args.coat_src))
 
-    for i, fp8 in enumerate(["e4m3", "e5m2"]):
+    for i, fp8 in enumerate(["e4m3", "e5m2"] if not SUFFIX else []):
         e, m, _ = FP8[fp8]
         seed = 500 + i
         x = edge_input(fp8, seed)
@@ -182,19 +189,24 @@ def export_all(w: golden_io.Writer, args):
               "coat.activation.fake_quantization.FloatPointQuantizeTorch.floatExMy_quantize_torch", 0, desc)
 
     # SymmQuantizer with NaN payloads: the scale's NaN (torch amax) against each element's own NaN
-    for fp8 in ("e4m3", "e5m2"):
-        mm, n, rb, cb, eps = 12, 32, 1, 16, 1e-8
+    # (blocks of 1 x 16: one chunk of torch's multiply loop each; 4 x 5: 16 and a rest of 4, where
+    # the loop's lanes order the two NaNs of Q * scale differently: docs/formats/coat-fake.md)
+    for fp8, mm, n, rb, cb in (("e4m3", 12, 32, 1, 16), ("e5m2", 12, 32, 1, 16), ("e4m3", 12, 20, 4, 5)):
+        eps = 1e-8
         x = symm_nan_input(mm, n)
         blocks = qf.block_cut(x, rb, cb)
         rq, q, s = qf.SymmQuantizer.forward(None, blocks, True, FP8[fp8][2], False, eps)
-        w.add("coat", "coat.fake.symm", f"{fp8}.{mm}x{n}.b{rb}x{cb}.nan-payloads",
+        w.add("coat", "coat.fake.symm", f"{fp8}.{mm}x{n}.b{rb}x{cb}.nan-payloads{SUFFIX}",
               {"input": x, "rq": qf.block_reshape(rq, x, rb, cb).contiguous(), "q": qf.block_reshape(q, x, rb, cb).contiguous(),
                "scale": s.reshape(-1).contiguous()},
-              {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps},
+              {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps,
+               "cpu_capability": CAPABILITY.lower()},
               "coat.activation.fake_quantization.quantize_function.SymmQuantizer.forward (block_cut, block_reshape)", 0,
               f"(k mod 13 - 6) / 8 with one NaN per row ({', '.join(hex(b) for b in NAN_PAYLOADS)}); float32 [{mm}, {n}], "
               f"blocks {rb}x{cb}, epsilon {eps}")
 
+    if SUFFIX:
+        return
     # SymmQuantizer on block_cut blocks, then block_reshape back to M x N
     for i, (fp8, mm, n, rb, cb, eps, specials) in enumerate([
             ("e4m3", 8, 64, 1, 16, 1e-8, True), ("e4m3", 16, 32, 4, 8, 1e-10, True),
@@ -210,7 +222,8 @@ def export_all(w: golden_io.Writer, args):
                 f"float32 [{mm}, {n}], blocks {rb}x{cb}, epsilon {eps}")
         w.add("coat", "coat.fake.symm", f"{fp8}.{mm}x{n}.b{rb}x{cb}",
               {"input": x, "rq": rq.contiguous(), "q": q.contiguous(), "scale": s.reshape(-1).contiguous()},
-              {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps},
+              {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps,
+               "cpu_capability": CAPABILITY.lower()},
               "coat.activation.fake_quantization.quantize_function.SymmQuantizer.forward (block_cut, block_reshape)",
               seed, desc)
 

@@ -28,6 +28,14 @@ import golden_io
 GENERATOR = "tools/export/export_codebook.py (lowbit 0.1.0)"
 N = 4096  # elements per case: a multiple of every block size below, as torchao requires
 TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+# Under another CPU capability than AVX2 only what the capability changes is written, named
+# *.cpu-<capability>: the tables (torch.linspace fused or not, observed by golden_io.linspace_rule)
+# and torchao.fp8's NaN blocks (whose NaN codes.float() * scale returns where both are NaN). The
+# native bitsandbytes library does not run torch; torchao's codebook states (amax, division, search)
+# and the FP8 casts gave bits the reference reproduces at both capabilities (docs/golden-files.md).
+#     ATEN_CPU_CAPABILITY=default .venv/bin/python tools/export/export_codebook.py --out golden
+CAPABILITY = torch.backends.cpu.get_cpu_capability().lower()
+SUFFIX = "" if CAPABILITY == "avx2" else f".cpu-{CAPABILITY}"
 
 
 def versions():
@@ -104,8 +112,9 @@ def export_tables(w: golden_io.Writer):
         "signed4": torch.tensor(quant_utils.create_dynamic_map(True, 3, 4), dtype=torch.float32),
         "unsigned4": torch.linspace(0, 1, 17)[1:].clone(),
     }
+    linspace = golden_io.linspace_rule()
     for name, q in torchao_maps.items():
-        w.add("torchao", "torchao.qmap", name, {"qmap": q}, {"map": name, "linspace": "fma"},
+        w.add("torchao", "torchao.qmap", name + SUFFIX, {"qmap": q}, {"map": name, "linspace": linspace},
               "torchao.optim.quant_utils.create_dynamic_map / subclass_4bit linspace(0, 1, 17)[1:]", 0, "none")
     bnb_maps = {
         "dynamic_signed": bnbF.create_dynamic_map(signed=True),
@@ -115,7 +124,7 @@ def export_tables(w: golden_io.Writer):
         "linear_unsigned": bnbF.create_linear_map(signed=False),
     }
     for name, q in bnb_maps.items():
-        w.add("bnb", "bnb.qmap", name, {"qmap": q.float().cpu()}, {"map": name, "linspace": "fma"},
+        w.add("bnb", "bnb.qmap", name + SUFFIX, {"qmap": q.float().cpu()}, {"map": name, "linspace": linspace},
               "bitsandbytes.functional.create_dynamic_map / create_linear_map", 0, "none")
     return torchao_maps, bnb_maps
 
@@ -151,9 +160,11 @@ def export_torchao_codebook(w: golden_io.Writer, maps: dict):
 
 def export_torchao_fp8(w: golden_io.Writer):
     params_rules = golden_io.fp8_rules(N)
+    if SUFFIX:
+        params_rules["cpu_capability"] = CAPABILITY
     for block in (32, 256, 4096):
         for seed, kind in enumerate(KINDS, start=1):
-            if kind == "boundaries":
+            if kind == "boundaries" or (SUFFIX and kind != "nonfinite"):
                 continue  # the FP8 grid's boundaries are covered by the exhaustive sweeps
             x = make_inputs(kind, block, seed, None)
             codes, scale = quantize_fp8(x, block)
@@ -161,7 +172,7 @@ def export_torchao_fp8(w: golden_io.Writer):
             state.copy_(x)
             assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
             dequant = state.dequantize()
-            w.add("torchao", "torchao.fp8", f"{kind}.block{block}",
+            w.add("torchao", "torchao.fp8", f"{kind}.block{block}{SUFFIX}",
                   {"input": x, "codes": codes, "scale": scale, "dequant": dequant},
                   {"block_size": block, **params_rules},
                   "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", seed, kind)
@@ -181,6 +192,27 @@ def export_bnb_blockwise(w: golden_io.Writer, maps: dict):
                       {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
                       {"block_size": block, "backend": "cpu"},
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (CPU native library)", seed, kind)
+                if block == 256 and kind in KINDS_16BIT:
+                    export_bnb_16bit(w, variant, qmap, x, block, seed, kind)
+
+
+# bf16 and f16 inputs of the native library (cquantize_blockwise_cpu_bf16 / _fp16; dequantize back to
+# the input's dtype): normal values, overflow to f16's Inf (lognormal), zeros and subnormals, NaN and Inf
+KINDS_16BIT = ("normal", "lognormal", "special", "nonfinite")
+
+
+def export_bnb_16bit(w: golden_io.Writer, variant: str, qmap: torch.Tensor, x: torch.Tensor, block: int, seed: int,
+                     kind: str):
+    for dtype, name in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        x16 = x.to(dtype)
+        codes, state = bnbF.quantize_blockwise(x16, code=qmap, blocksize=block)
+        dequant = bnbF.dequantize_blockwise(codes, state)
+        assert dequant.dtype == dtype, f"dequantize_blockwise returned {dequant.dtype} for {name} input"
+        w.add("bnb", f"bnb.blockwise8.{variant}", f"{kind}.block{block}.{name}",
+              {"input": x16, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+              {"block_size": block, "backend": "cpu"},
+              f"bitsandbytes.functional.quantize_blockwise / dequantize_blockwise on a {name} tensor "
+              f"(CPU native library: cquantize_blockwise_cpu_{'bf16' if name == 'bf16' else 'fp16'})", seed, kind)
 
 
 def nan_payload_inputs(block: int, seed: int) -> torch.Tensor:
@@ -200,23 +232,33 @@ def export_nan_payloads(w: golden_io.Writer, maps: dict):
     x = nan_payload_inputs(block, 31)
     qmap = maps["signed8"]
     y, scale = quant_utils.scale_tensor(x, block)
+    if SUFFIX:  # the codebook state's bits are the same at every capability seen: the FP8 state only
+        return export_nan_payloads_fp8(w, x, block)
     codes = quant_utils.quantize_8bit_with_qmap(y, qmap)
     w.add("torchao", "torchao.codebook8.signed", f"nan-payloads.block{block}",
           {"input": x, "qmap": qmap, "codes": codes, "scale": scale, "dequant": quant_utils.dequant_with_qmap(codes, qmap, scale)},
           {"block_size": block},
           "torchao.optim.quant_utils.scale_tensor + quantize_8bit_with_qmap + dequant_with_qmap", 31, "nan-payloads")
+    export_nan_payloads_fp8(w, x, block)
+
+
+def export_nan_payloads_fp8(w: golden_io.Writer, x: torch.Tensor, block: int):
     codes, scale = quantize_fp8(x, block)
     state = OptimStateFp8.zeros(x.numel(), block)
     state.copy_(x)
     assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
-    w.add("torchao", "torchao.fp8", f"nan-payloads.block{block}",
-          {"input": x, "codes": codes, "scale": scale, "dequant": state.dequantize()},
-          {"block_size": block, **golden_io.fp8_rules(N)},
+    params = {"block_size": block, **golden_io.fp8_rules(N), **({"cpu_capability": CAPABILITY} if SUFFIX else {})}
+    w.add("torchao", "torchao.fp8", f"nan-payloads.block{block}{SUFFIX}",
+          {"input": x, "codes": codes, "scale": scale, "dequant": state.dequantize()}, params,
           "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", 31, "nan-payloads")
 
 
 def export_all(w: golden_io.Writer):
     torchao_maps, bnb_maps = export_tables(w)
+    if SUFFIX:
+        export_torchao_fp8(w)
+        export_nan_payloads(w, torchao_maps)
+        return
     export_torchao_codebook(w, torchao_maps)
     export_torchao_fp8(w)
     export_bnb_blockwise(w, bnb_maps)

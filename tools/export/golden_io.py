@@ -6,6 +6,7 @@ import sys
 import json
 from pathlib import Path
 
+import numpy as np
 import safetensors
 import torch
 
@@ -26,6 +27,32 @@ def fp8_rules(n: int) -> dict:
     widening = [name for name, bits in rules.items() if widened == bits]
     assert widening, f"NaN codes widen to {sorted(hex(b) for b in widened)}: no known rule"
     return {"overflow": "satfinite" if cast == 0x7E else "nan", "nan_encoding": "torch", "nan_widening": widening[0]}
+
+
+def linspace_rule() -> str:
+    """Whether the running torch's CPU linspace fuses `start + step * k` (fma: vectorized kernels
+    built with FMA) or rounds twice (nofma: the scalar kernels of capability default), as observed on
+    torch.linspace(0.1, 1, n) for the sizes create_dynamic_map uses, against both formulas evaluated
+    here: the product and the sum in float64 (exact for these operands) rounded once, or each rounded
+    to float32 (below the halfway index start + step * k, above it end - step * (n - 1 - k))."""
+    verdicts = set()
+    for n in (3, 5, 9, 17, 33, 65, 129):
+        got = torch.linspace(0.1, 1, n).numpy()
+        start, end = np.float32(0.1), np.float32(1.0)
+        step = np.float32((end - start) / np.float32(n - 1))
+        k = np.arange(n)
+        low = k < n // 2
+        a = np.where(low, step, -step).astype(np.float32)
+        b = np.where(low, k, n - 1 - k).astype(np.float32)
+        c = np.where(low, start, end).astype(np.float32)
+        fused = (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64)).astype(np.float32)
+        twice = (a * b).astype(np.float32) + c
+        matches = [name for name, v in (("fma", fused), ("nofma", twice)) if np.array_equal(v.view(np.uint32), got.view(np.uint32))]
+        assert matches, f"torch.linspace(0.1, 1, {n}) matches neither rule"
+        if len(matches) == 1:
+            verdicts.add(matches[0])
+    assert len(verdicts) == 1, f"torch.linspace: rules {verdicts}"
+    return verdicts.pop()
 
 
 def serialize(tensors: dict, metadata: dict) -> bytes:

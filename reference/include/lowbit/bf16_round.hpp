@@ -17,6 +17,12 @@ inline std::uint16_t bf16_round_nearest_even(float x) {
   return static_cast<std::uint16_t>((u + rounding_bias) >> 16);
 }
 
+// Reference: torch 2.15 c10/util/BFloat16.h round_to_nearest_even, what the scalar kernels (CPU
+// capability default) convert with: the same rounding, every NaN 0x7FC0.
+inline std::uint16_t bf16_round_nearest_even_c10(float x) {
+  return (bits_of(x) & 0x7FFFFFFFu) > 0x7F800000u ? std::uint16_t{0x7FC0} : bf16_round_nearest_even(x);
+}
+
 // Reference: torchao 0.18 optim/quant_utils.py _fp32_to_bf16_sr: with r uniform in [0, 2^16), round
 // away from zero (add 0x10000 to the truncated bits, in int32) when r < the low 16 bits, else
 // truncate; then the exact float32 -> bf16 copy, whose NaN rule above applies (a NaN with only low

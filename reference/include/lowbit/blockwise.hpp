@@ -39,10 +39,12 @@ float torchao_fp8_clipped_amax(std::span<const float> block);
 using fp8::NanWidening;
 
 // Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, with
-// torch's NaN payloads: the widened code's NaN per `widening`, and a NaN scale's own payload
-// winning over it (as torch 2.15's CPU multiply returns).
+// torch's NaN payloads: the widened code's NaN per `widening`, and a NaN scale's own payload; where
+// both are NaN, the one torch 2.15's CPU multiply returns at the element's place in the block
+// (torch_cpu_mul.hpp; vectorized: capability AVX2 or AVX-512, else default).
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                          std::size_t block_size, NanWidening widening = NanWidening::Payload);
+                                          std::size_t block_size, NanWidening widening = NanWidening::Payload,
+                                          bool vectorized = true);
 
 // ---- plain per-block FP8 (lowbit's own: no library; docs/formats/fp8.md "Per-block E4M3") -------
 
@@ -104,7 +106,8 @@ void torchao_dequantize_into(std::span<const std::uint8_t> codes, std::span<cons
 void torchao_fp8_quantize_into(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy,
                                std::span<std::uint8_t> codes, std::span<float> scale, int threads = 1);
 void torchao_fp8_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                 std::size_t block_size, NanWidening widening, std::span<float> out, int threads = 1);
+                                 std::size_t block_size, NanWidening widening, std::span<float> out, int threads = 1,
+                                 bool vectorized = true);
 void fp8_perblock_quantize_into(std::span<const float> x, std::size_t block_size, std::span<std::uint8_t> codes,
                                 std::span<float> scale, int threads = 1);
 void fp8_perblock_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
@@ -124,7 +127,7 @@ void torchao_quantize(std::span<const float> x, std::span<const float> qmap, std
 void torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy,
                           std::span<std::uint8_t> codes, std::span<float> scale);
 void torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale, std::size_t block_size,
-                            NanWidening widening, std::span<float> out);
+                            NanWidening widening, std::span<float> out, bool vectorized = true);
 void fp8_perblock_quantize(std::span<const float> x, std::size_t block_size, std::span<std::uint8_t> codes,
                            std::span<float> scale);
 void fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,

@@ -35,9 +35,10 @@ struct Symm {
 // block_cut(x, row_block, col_block) (no padding; -1 means the whole dimension), then
 // SymmQuantizer.forward(symm=True, bits="E4M3"/"E5M2", stochastic=False, epsilon), then
 // block_reshape. Row-major M x N input; throws std::invalid_argument when a block size does not
-// divide its dimension (COAT asserts).
+// divide its dimension (COAT asserts). vectorized_mul: torch's CPU capability (AVX2, AVX-512: true;
+// default: false), which decides whose NaN Q * scale returns when both are NaN.
 Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std::int64_t row_block,
-                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model);
+                   std::int64_t col_block, float epsilon, fp8::FormatId f, Model model, bool vectorized_mul = true);
 
 // The block scale: (2 * absmax) / (Qp - Qn) as torch computes it for the model.
 float symm_scale(float absmax, fp8::FormatId f, Model model);
