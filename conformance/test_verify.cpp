@@ -66,16 +66,17 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
 
 TEST_CASE("verify: special on a whole-block format runs padded to one block, and a NaN-ignoring absmax is caught on it") {
   // the reference: the padded block (18 values, 238 zeros) conforms, compared element for element
+  // (769: input, codes and dequant of 256 elements each, and the block's scale)
   const Run good = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference.torchao.fp8 --input special --no-golden");
   CAPTURE(good.output);
   CHECK(good.code == 0);
-  CHECK(good.output.find("ok       special: 256 elements") != std::string::npos);
+  CHECK(good.output.find("ok       special: 769 elements") != std::string::npos);
   CHECK(good.output.find("skipped") == std::string::npos);
   // fmaxf's absmax gives the block a finite scale: the padded special input alone catches it
   const Run bad = lowbit_cli("verify --kernel " + plugin("mutant_absmax_ignores_nan") + " --input special --no-golden");
   CAPTURE(bad.output);
   CHECK(bad.code == 1);
-  CHECK(bad.output.find("MISMATCH special: 256 elements") != std::string::npos);
+  CHECK(bad.output.find("MISMATCH special: 769 elements") != std::string::npos);
 }
 
 namespace {
@@ -129,7 +130,7 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       {"mutant_fp8_overflow_nan", "MISMATCH special", "codes", "genuine"},
       {"mutant_fp8_nan_sign", "MISMATCH special", "codes", "nan-encoding"},
       {"mutant_fp8_nan_payload", "MISMATCH special", "codes", "nan-encoding"},
-      // only the golden case with NaNs catches it: no generated torchao.fp8 input has a NaN
+      // the special values' NaN, cycled over one block (and padded to one: the test below)
       {"mutant_absmax_ignores_nan", "MISMATCH special.n256"},
       {"mutant_bf16_scale", "MISMATCH normal.n4096.seed1", "codes", "scale-propagated"},
       // torchao.fp8's codes from x * (1/s): the E4M3 edges under torchao's scale RN(1/448) catch it, all
