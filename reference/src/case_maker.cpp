@@ -151,7 +151,7 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
   auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
   if (f.edge_inputs) push("edges");
   if (f.edge_inputs && f.default_params.contains("block_size")) push("scaled-edges");
-  push("special");  // 18 values: one partial block
+  push("special");  // 18 values: one partial block (a whole-block format pads them to one block)
   // the special values again, cycled over one whole block, for the formats that quantize whole
   // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
   if (f.default_params.contains("block_size")) push("special:n=" + f.default_params.at("block_size").dump());
