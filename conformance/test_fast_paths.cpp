@@ -228,7 +228,9 @@ TEST_CASE("block-wise fast paths equal the scalar definitions on every golden ca
   for (const char* glob : {"torchao.codebook*", "torchao.fp8", "bnb.blockwise8.*", "fp8.perblock*"})
     for (const ManifestEntry* e : test::golden_entries(glob)) {
       const Case c = test::golden_case(*e);
-      const std::vector<float> x = c.require("input").f32();
+      const Tensor& input = c.require("input");  // F32, or bf16/f16 (bnb.blockwise8.*), widened exactly
+      std::vector<float> x(input.element_count());
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = input.value_as_float(i);
       const std::size_t block = c.params().at("block_size").get<std::size_t>();
       check_quantizers(e->path, x, block);
       ++cases;
