@@ -4,9 +4,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 
 #include "golden_fixture.hpp"
@@ -446,5 +448,25 @@ TEST_CASE("issue 11 item 7: capability default for the tables, torchao's FP8 deq
     CHECK(golden.params().at("cpu_capability") == (is_default ? "default" : "avx2"));
     CHECK(compare_with_params(golden).conformant);
     CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", is_default ? "avx2" : "default"}}).conformant);
+  }
+}
+
+TEST_CASE("issue 11 item 7: every golden case records the CPU capability it was exported on") {
+  // torch's names (torch.backends.cpu.get_cpu_capability()); a case whose result depends on the
+  // capability also carries it as its cpu_capability param, which must agree with the source.
+  const std::map<std::string, std::string> param_of = {{"DEFAULT", "default"}, {"AVX2", "avx2"}, {"AVX512", "avx512"}};
+  const std::string tag = "CPU capability ";
+  for (const ManifestEntry& e : golden_manifest().files) {
+    CAPTURE(e.path);
+    const auto at = e.source.find(tag);
+    REQUIRE_MESSAGE(at != std::string::npos, "the source names no CPU capability: " << e.source);
+    std::string name;
+    for (std::size_t i = at + tag.size(); i < e.source.size() && std::isalnum(static_cast<unsigned char>(e.source[i])); ++i)
+      name += e.source[i];
+    REQUIRE_MESSAGE(param_of.count(name), "unknown capability '" << name << "'");
+    const Case golden = golden_case(e);
+    CHECK(golden.metadata.at("source") == e.source);
+    const nlohmann::json params = golden.params();
+    if (params.contains("cpu_capability")) CHECK(params.at("cpu_capability") == param_of.at(name));
   }
 }

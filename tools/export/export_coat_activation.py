@@ -28,7 +28,10 @@ import golden_io  # noqa: E402
 
 GENERATOR = "tools/export/export_coat_activation.py (lowbit 0.1.0)"
 COAT_COMMIT = coat_interpreter.COAT_COMMIT
-SOURCE = (f"NVlabs/COAT {COAT_COMMIT}, triton {triton.__version__}, torch {torch.__version__}, "
+# torch makes the inputs and reads the bits; the quantizers' arithmetic is the interpreter's (numpy).
+# The CPU capability is recorded all the same, as in every golden case.
+SOURCE = (f"NVlabs/COAT {COAT_COMMIT}, triton {triton.__version__}, torch {torch.__version__} "
+          f"(CPU capability {torch.backends.cpu.get_cpu_capability()}), "
           "TRITON_INTERPRET=1 (CPU interpreter: divisions are exact IEEE, numpy float32; fp32->fp8 is the "
           "interpreter's bit-field converter: ties away, no saturation, carry OR-ed into the exponent; "
           "fp32->bf16 truncates)")

@@ -29,7 +29,8 @@ CAPABILITY = torch.backends.cpu.get_cpu_capability()
 
 def versions():
     return {"torch": f"torch {torch.__version__} (CPU capability {CAPABILITY})",
-            "ml_dtypes": f"ml_dtypes {ml_dtypes.__version__} (numpy {np.__version__})"}
+            # torch makes the inputs, ml_dtypes casts them; the capability is torch's report of this CPU
+            "ml_dtypes": f"ml_dtypes {ml_dtypes.__version__} (numpy {np.__version__}, CPU capability {CAPABILITY})"}
 
 
 def f32(bits: int) -> float:
