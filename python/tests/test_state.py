@@ -162,3 +162,19 @@ def test_dequantized_state_case_feeds_the_audit_command(tmp_path):
     lowbit.save_case(path, case)
     back = lowbit.load_case(path)
     assert set(back) == set(case) and np.array_equal(back["state.2.exp_avg"], case["state.2.exp_avg"])
+
+
+def test_audit_state_names_the_stored_format_where_the_engine_sees_nothing_quantized():
+    # a fresh torchao state (zeros_like before the first step): no nonzero block, so the engine's rule
+    # (a quarter of the nonzero blocks back unchanged) cannot fire, yet the tensor is a quantized
+    # state's dequantized values, and the warning must still say so
+    pytest.importorskip("torchao")
+    from torchao.optim.subclass_8bit import OptimState8bit
+
+    fresh = {"state": {0: {"step": torch.tensor(0.0), "exp_avg": OptimState8bit.zeros((64, 96), signed=True)}},
+             "param_groups": [{"lr": 1e-3, "params": [0]}]}
+    rows, warnings = lowbit.audit_state(fresh, formats=["torchao.codebook8.signed"], block_sizes=[256])
+    assert warnings == ["state.0.exp_avg: the optimizer stored it as torchao.codebook8.signed at block 256; the audit "
+                        "reads its dequantized values, not the moments, though no configuration gives a quarter of "
+                        "its nonzero blocks back unchanged"], warnings
+    assert len(rows) == 1 and rows[0]["max_abs"] == 0 and not rows[0]["looks_already_quantized"]
