@@ -40,7 +40,11 @@ inline void requantize(lowbit::Case& done, const nlohmann::json& params,
   done.add(lowbit::Tensor::from_f32("dequant", dequant_shape, dequant));
 }
 
-// torchao's scale from a block's absmax: max(amax, 1e-12) / 448 (a NaN amax stays NaN).
-inline float torchao_scale(float amax) { return (amax < 1e-12f ? 1e-12f : amax) / 448.0f; }
+// torchao's scale from a block's absmax (computed by the mutant, rightly or not): the reference's
+// clip and NaN rule applied to that one value (a one-element block whose amax it is), then / 448, so
+// that the mutant differs from the reference only in its bug.
+inline float torchao_scale(float amax) {
+  return lowbit::blockwise::torchao_fp8_clipped_amax(std::span<const float>(&amax, 1)) / 448.0f;
+}
 
 }  // namespace mutant
