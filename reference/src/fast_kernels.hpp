@@ -21,7 +21,8 @@
 #include <type_traits>
 
 #include "fast_ops.hpp"
-#include "lowbit/fp8.hpp"  // the formats' constants only (constexpr: no code)
+#include "lowbit/fp8.hpp"        // the formats' constants only (constexpr: no code)
+#include "lowbit/optimizer.hpp"  // the steps' scalar structs only
 
 namespace lowbit::fast {
 namespace {
@@ -48,6 +49,27 @@ struct Kernels {
     if constexpr (kAvx2Gather)
       return xsimd::bitwise_cast<I>(xsimd::kernel::gather<Arch>(reinterpret_cast<const float*>(src), index, Arch{}));
     else return I::gather(src, index);
+  }
+
+  // a * b + c with one rounding: the instruction on FMA3 architectures, else std::fma per lane
+  static F fma_lanes(F a, F b, F c) {
+    if constexpr (kNativeFma) {
+      const F r = xsimd::fma(a, b, c);
+      // A NaN operand: the instruction returns the NaN of the operand the compiler encoded first;
+      // std::fma (glibc) returns a's, else b's, else c's, quieted. Rare: checked once per vector.
+      const auto a_nan = xsimd::isnan(a), b_nan = xsimd::isnan(b), c_nan = xsimd::isnan(c);
+      if (!xsimd::any(a_nan | b_nan | c_nan)) return r;
+      const F first = xsimd::select(a_nan, a, xsimd::select(b_nan, b, c));
+      const F quieted = xsimd::bitwise_cast<F>(xsimd::bitwise_cast<I>(first) | I(0x00400000));
+      return xsimd::select(a_nan | b_nan | c_nan, quieted, r);
+    } else {
+      alignas(64) float x[W], y[W], z[W];
+      a.store_aligned(x);
+      b.store_aligned(y);
+      c.store_aligned(z);
+      for (std::size_t j = 0; j < W; ++j) x[j] = std::fma(x[j], y[j], z[j]);
+      return F::load_aligned(x);
+    }
   }
 
   static I int_mask(xsimd::batch_bool<float, Arch> m) { return xsimd::bitwise_cast<I>(xsimd::bitwise_cast<Arch>(m)); }
@@ -97,6 +119,13 @@ struct Kernels {
     alignas(64) float lanes[W] = {};
     std::memcpy(lanes, x, count * sizeof(float));
     return F::load_aligned(lanes);
+  }
+
+  // Stores the first count <= W lanes (a tail).
+  static void store_partial(F v, float* x, std::size_t count) {
+    alignas(64) float lanes[W];
+    v.store_aligned(lanes);
+    std::memcpy(x, lanes, count * sizeof(float));
   }
 
   // codes[i] = encode(x[i] / divisor) (Divide) or encode(x[i]).
@@ -171,15 +200,7 @@ struct Kernels {
     const auto nan = xsimd::isnan(y);
     y = xsimd::select(y < F(-1.0f), F(-1.0f), xsimd::select(F(1.0f) < y, F(1.0f), y));  // std::clamp
     const F t = (y + F(1.0f)) * F(0.5f);
-    F f;
-    if constexpr (kNativeFma) {
-      f = xsimd::fma(t, F(65535.0f), F(0.5f));
-    } else {
-      alignas(64) float lanes[W];
-      t.store_aligned(lanes);
-      for (std::size_t j = 0; j < W; ++j) lanes[j] = std::fma(lanes[j], 65535.0f, 0.5f);
-      f = F::load_aligned(lanes);
-    }
+    const F f = fma_lanes(t, F(65535.0f), F(0.5f));
     // f lies in [0.5, 65535.5]: truncation toward zero, as static_cast<std::uint16_t>
     return choose(int_mask(nan) != I(0), I(0), xsimd::batch_cast<std::int32_t>(f));
   }
@@ -217,6 +238,77 @@ struct Kernels {
     return {best, xsimd::any(nan)};
   }
 
+  // ---- the optimizers' element updates (optimizer_torchao.cpp torchao_adam_element,
+  // optimizer_bnb.cpp bnb_adam_cpu_element), W elements at a time: the same operations in the same
+  // order and with the same operands on each side, so that a NaN meeting a NaN keeps the same payload
+  // (x86 returns the first operand's). sqrt and division are IEEE's, correctly rounded in vectors too.
+  // In: param, grad and the dequantized old moments; out, in place: the float32 parameter before its
+  // write-back rounding and the new (unquantized) moments.
+
+  // torch.maximum(old, v): a NaN on either side gives torch's NaN (the scalar code's NAN, 0x7FC00000);
+  // else std::max, which returns its first argument unless it is less than the second (old on +-0 ties)
+  static F torch_maximum(F old, F v) {
+    const F quiet_nan = xsimd::bitwise_cast<F>(I(0x7FC00000));
+    return xsimd::select(xsimd::isnan(old) | xsimd::isnan(v), quiet_nan, xsimd::select(old < v, v, old));
+  }
+
+  static void torchao_adam_lanes(F* p, F g, F* m, F* v, F* v_max, const optimizer::TorchaoAdamScalars& s) {
+    if (s.adamw) *p = *p - F(s.lr * s.wd) * *p;  // decoupled weight decay
+    else g = g + F(s.wd) * *p;                   // L2 on the gradient
+    const F m_old = *m, v_old = *v, g2 = g * g;
+    // torch.lerp(start, end, weight): start + weight * (end - start), fused or not
+    *m = s.fused ? fma_lanes(F(s.w1), g - m_old, m_old) : m_old + F(s.w1) * (g - m_old);
+    *v = s.fused ? fma_lanes(F(s.w2), g2 - v_old, v_old) : v_old + F(s.w2) * (g2 - v_old);
+    const F v_used = v_max ? (*v_max = torch_maximum(*v_max, *v)) : *v;
+    const F denom = xsimd::sqrt(v_used) / F(s.sqrt_bc2) + F(s.eps);
+    *p = *p - (F(s.lr) * (*m / F(s.bc1))) / denom;
+  }
+
+  static void torchao_adam_span(float* param, const float* grad, float* m, float* v, float* v_max, std::size_t n,
+                                const optimizer::TorchaoAdamScalars& s) {
+    for (std::size_t i = 0; i < n; i += W) {
+      const std::size_t count = n - i < W ? n - i : W;
+      const auto load = [&](const float* x) { return count == W ? F::load_unaligned(x + i) : load_partial(x + i, count); };
+      const auto store = [&](F value, float* x) {
+        if (count == W) value.store_unaligned(x + i);
+        else store_partial(value, x + i, count);
+      };
+      F p = load(param), mv = load(m), vv = load(v), max_v = v_max ? load(v_max) : F(0.0f);
+      torchao_adam_lanes(&p, load(grad), &mv, &vv, v_max ? &max_v : nullptr, s);
+      store(p, param);
+      store(mv, m);
+      store(vv, v);
+      if (v_max) store(max_v, v_max);
+    }
+  }
+
+  static void bnb_adam_lanes(F* p, F g, F* m, F* v, const optimizer::BnbAdamScalars& s) {
+    g = g * F(1.0f);  // grad * 1.0f, as the scalar step passes it (it quiets a signalling NaN)
+    const F m_old = *m, v_old = *v;
+    *m = s.fused ? fma_lanes(g, F(s.w1), m_old * F(s.b1)) : m_old * F(s.b1) + g * F(s.w1);
+    *v = s.fused ? fma_lanes(F(s.w2) * g, g, v_old * F(s.b2)) : v_old * F(s.b2) + (F(s.w2) * g) * g;
+    const F denom = xsimd::sqrt(*v) / F(s.c2) + F(s.eps);
+    if (s.decays) *p = *p * F(s.decay);
+    *p = *p + (F(s.step_value) * *m) / denom;
+  }
+
+  static void bnb_adam_span(float* param, const float* grad, float* m, float* v, std::size_t n,
+                            const optimizer::BnbAdamScalars& s) {
+    for (std::size_t i = 0; i < n; i += W) {
+      const std::size_t count = n - i < W ? n - i : W;
+      const auto load = [&](const float* x) { return count == W ? F::load_unaligned(x + i) : load_partial(x + i, count); };
+      const auto store = [&](F value, float* x) {
+        if (count == W) value.store_unaligned(x + i);
+        else store_partial(value, x + i, count);
+      };
+      F p = load(param), mv = load(m), vv = load(v);
+      bnb_adam_lanes(&p, load(grad), &mv, &vv, s);
+      store(p, param);
+      store(mv, m);
+      store(vv, v);
+    }
+  }
+
   static Ops ops(const char* name) {
     Ops o;
     o.name = name;
@@ -231,6 +323,8 @@ struct Kernels {
     o.torchao_search256_table = torchao_search_table_span<256>;
     o.bnb_lut = bnb_lut_span;
     o.abs_max = abs_max;
+    o.torchao_adam = torchao_adam_span;
+    o.bnb_adam = bnb_adam_span;
     return o;
   }
 };

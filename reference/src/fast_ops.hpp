@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "lowbit/optimizer.hpp"  // the steps' scalar structs
+
 namespace lowbit::fast {
 
 // The codes an FP8 encoder gives the special inputs under a Policy, sign aside (fp8.hpp
@@ -47,6 +49,13 @@ struct Ops {
   // codes[i] = table[BnbCpuLut::index_of(x[i] * inv)] for bitsandbytes' 65 536-entry table
   void (*bnb_lut)(const float* x, float inv, const std::uint8_t* table, std::uint8_t* codes, std::size_t n);
   AbsMax (*abs_max)(const float* x, std::size_t n);
+  // The optimizers' element updates over n elements (optimizer.hpp torchao_adam_element and
+  // bnb_adam_cpu_element with correctly rounded roots), in place: param holds the parameter (widened)
+  // and comes back as the float32 result before any write-back rounding; m, v (and v_max for AMSGrad,
+  // or null) hold the dequantized old moments and come back as the new unquantized ones.
+  void (*torchao_adam)(float* param, const float* grad, float* m, float* v, float* v_max, std::size_t n,
+                       const optimizer::TorchaoAdamScalars& s);
+  void (*bnb_adam)(float* param, const float* grad, float* m, float* v, std::size_t n, const optimizer::BnbAdamScalars& s);
 };
 
 // The kernels of one instruction set: SSE2 (every x86-64), AVX2 with FMA3 (null where not built).

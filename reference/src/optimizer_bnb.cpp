@@ -1,8 +1,11 @@
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "fast_ops.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/optimizer.hpp"
+#include "parallel_blocks.hpp"
 
 namespace lowbit::optimizer {
 
@@ -22,6 +25,15 @@ BnbAdamScalars bnb_adam_scalars(const BnbAdamHyper& h, std::int64_t step) {
   return s;
 }
 
+namespace {
+
+void check_step_inputs(std::span<float> param, std::span<const float> grad, const Moment& exp_avg, const Moment& exp_avg_sq) {
+  if (grad.size() != param.size() || exp_avg.codes.size() != param.size() || exp_avg_sq.codes.size() != param.size())
+    throw std::invalid_argument("bnb_adam_cpu_step: param, grad and state sizes differ");
+}
+
+}  // namespace
+
 AdamElement bnb_adam_cpu_element(float p, float g, float m_old, float v_old, const BnbAdamScalars& s,
                                         int sqrt_v_ulps) {
   // mul_(beta1).add_(grad, alpha=1-beta1) and mul_(beta2).addcmul_(grad, grad, value=1-beta2):
@@ -35,10 +47,9 @@ AdamElement bnb_adam_cpu_element(float p, float g, float m_old, float v_old, con
   return {p + (s.step_value * m) / denom, m, v};
 }
 
-void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
-                       Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size) {
-  if (grad.size() != param.size() || exp_avg.codes.size() != param.size() || exp_avg_sq.codes.size() != param.size())
-    throw std::invalid_argument("bnb_adam_cpu_step: param, grad and state sizes differ");
+void scalar::bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
+                               Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size) {
+  check_step_inputs(param, grad, exp_avg, exp_avg_sq);
   const BnbAdamScalars s = bnb_adam_scalars(h, step);
   const auto m_old = blockwise::bnb_dequantize(exp_avg.codes, exp_avg.scale, exp_avg.qmap, block_size);
   const auto v_old = blockwise::bnb_dequantize(exp_avg_sq.codes, exp_avg_sq.scale, exp_avg_sq.qmap, block_size);
@@ -56,6 +67,31 @@ void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std:
   };
   requantize(exp_avg, m);
   requantize(exp_avg_sq, v);
+}
+
+// The fast path: the definition's stages on `threads` threads, into buffers allocated once per step
+// (the block-wise fast paths dequantize and requantize; fast_kernels.hpp bnb_adam_span updates
+// consecutive ranges of whole blocks). Each element alone, each block's absmax and codes from that
+// block alone: the definition's bytes for any thread count.
+void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
+                       Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size, int threads) {
+  check_step_inputs(param, grad, exp_avg, exp_avg_sq);
+  if (threads < 1) throw std::invalid_argument("bnb_adam_cpu_step: threads must be at least 1");
+  const std::size_t n = param.size(), blocks = blockwise::block_count(n, block_size);
+  const BnbAdamScalars s = bnb_adam_scalars(h, step);
+  std::vector<float> m(n), v(n);
+  blockwise::bnb_dequantize_into(exp_avg.codes, exp_avg.scale, exp_avg.qmap, block_size, m, threads);
+  blockwise::bnb_dequantize_into(exp_avg_sq.codes, exp_avg_sq.scale, exp_avg_sq.qmap, block_size, v, threads);
+  const fast::Ops& ops = fast::ops();
+  parallel::for_block_ranges(blocks, threads, [&](std::size_t first, std::size_t end) {
+    const std::size_t lo = first * block_size, hi = std::min(end * block_size, n);
+    ops.bnb_adam(param.data() + lo, grad.data() + lo, m.data() + lo, v.data() + lo, hi - lo, s);
+  });
+  for (auto [moment, values] : {std::pair{&exp_avg, &m}, {&exp_avg_sq, &v}}) {
+    moment->scale.resize(blocks);
+    blockwise::bnb_quantize_into(*values, moment->qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment->codes,
+                                 moment->scale, threads);
+  }
 }
 
 }  // namespace lowbit::optimizer

@@ -42,6 +42,9 @@ struct TorchaoAdamOptions {
   // bf16_stochastic_round: torch.randint(0, 2^16) draws, one per element; empty means round to
   // nearest even. Only for bf16 parameters.
   std::span<const std::int32_t> stochastic_round_random = {};
+  // Threads for the step (>= 1): consecutive ranges of blocks (of elements for dense states), one per
+  // thread; the bytes do not depend on it. The scalar definition (scalar::torchao_adam_step) ignores it.
+  int threads = 1;
 };
 
 // The per-step scalars of torchao's Adam, float32 as torch holds them.
@@ -77,6 +80,9 @@ std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t bl
 // counter, incremented here first as _AdamBase.step does. max_exp_avg_sq is AMSGrad's state (null
 // without AMSGrad; quantized with the unsigned map like exp_avg_sq). A bf16 parameter is passed
 // widened to float and comes back holding bf16 values.
+// The fast path (optimizer_torchao.cpp, optimizer_bnb.cpp): the block-wise fast paths (blockwise.hpp *_into) and
+// the vectorized element update on options.threads threads; the bytes of scalar::torchao_adam_step
+// for any input and thread count (conformance/test_fast_steps.cpp).
 void torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,
                        Moment& exp_avg_sq, Moment* max_exp_avg_sq, const AdamHyper& h,
                        const TorchaoAdamOptions& options);
@@ -108,8 +114,20 @@ AdamElement bnb_adam_cpu_element(float param, float grad, float exp_avg, float e
 // Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("adam"):
 // dequantize both states (qmap[code] * absmax), update, requantize with the CPU lookup-table
 // quantizer (block 256, partial tail). Moments carry the signed / unsigned dynamic maps.
+// The fast path, as torchao_adam_step's: the bytes of scalar::bnb_adam_cpu_step for any thread count (>= 1).
+void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
+                       Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size = 256, int threads = 1);
+
+// The readable definitions of the two CPU steps above, one element at a time on one thread (the
+// element functions above in a loop, whole-array dequantize and quantize), against which the fast
+// paths are tested.
+namespace scalar {
+void torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,
+                       Moment& exp_avg_sq, Moment* max_exp_avg_sq, const AdamHyper& h,
+                       const TorchaoAdamOptions& options);
 void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
                        Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size = 256);
+}  // namespace scalar
 
 // ---- bitsandbytes CUDA, IEEE model ----------------------------------------------------------
 
