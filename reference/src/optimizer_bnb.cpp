@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "fast_ops.hpp"
@@ -79,7 +80,10 @@ void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std:
   if (threads < 1) throw std::invalid_argument("bnb_adam_cpu_step: threads must be at least 1");
   const std::size_t n = param.size(), blocks = blockwise::block_count(n, block_size);
   const BnbAdamScalars s = bnb_adam_scalars(h, step);
-  std::vector<float> m(n), v(n);
+  // not zero-filled: every element is written by the dequantizer before it is read
+  const std::unique_ptr<float[]> m_storage = std::make_unique_for_overwrite<float[]>(n),
+                                 v_storage = std::make_unique_for_overwrite<float[]>(n);
+  const std::span<float> m(m_storage.get(), n), v(v_storage.get(), n);
   blockwise::bnb_dequantize_into(exp_avg.codes, exp_avg.scale, exp_avg.qmap, block_size, m, threads);
   blockwise::bnb_dequantize_into(exp_avg_sq.codes, exp_avg_sq.scale, exp_avg_sq.qmap, block_size, v, threads);
   const fast::Ops& ops = fast::ops();
@@ -87,9 +91,9 @@ void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std:
     const std::size_t lo = first * block_size, hi = std::min(end * block_size, n);
     ops.bnb_adam(param.data() + lo, grad.data() + lo, m.data() + lo, v.data() + lo, hi - lo, s);
   });
-  for (auto [moment, values] : {std::pair{&exp_avg, &m}, {&exp_avg_sq, &v}}) {
+  for (auto [moment, values] : {std::pair{&exp_avg, m}, {&exp_avg_sq, v}}) {
     moment->scale.resize(blocks);
-    blockwise::bnb_quantize_into(*values, moment->qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment->codes,
+    blockwise::bnb_quantize_into(values, moment->qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment->codes,
                                  moment->scale, threads);
   }
 }

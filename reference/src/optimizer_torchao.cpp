@@ -1,6 +1,7 @@
 // torchao's Adam/AdamW step on low-bit and dense states (optimizer.hpp; docs/formats/torchao-adam.md).
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "fast_ops.hpp"
@@ -154,10 +155,12 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
   const bool dense = o.kind == TorchaoState::Dense;
   step += 1.0f;
   const TorchaoAdamScalars s = torchao_adam_scalars(h, step);
-  std::vector<float> m_buffer, v_buffer, max_buffer;
-  const auto old_values = [&](Moment& moment, std::vector<float>& buffer) -> std::span<float> {
+  // not zero-filled: every element is written by the dequantizer before it is read
+  std::unique_ptr<float[]> m_buffer, v_buffer, max_buffer;
+  const auto old_values = [&](Moment& moment, std::unique_ptr<float[]>& storage) -> std::span<float> {
     if (dense) return moment.values;  // updated in place
-    buffer.resize(n);
+    storage = std::make_unique_for_overwrite<float[]>(n);
+    const std::span<float> buffer(storage.get(), n);
     if (o.kind == TorchaoState::Fp8)
       blockwise::torchao_fp8_dequantize_into(moment.codes, moment.scale, o.block_size, blockwise::NanWidening::Payload,
                                              buffer, o.threads);
