@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "fast_path_fixture.hpp"
 #include "golden_fixture.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
@@ -28,24 +29,9 @@
 #include "lowbit/simd_level.hpp"
 
 using namespace lowbit;
+using namespace lowbit::test;  // fast_path_fixture.hpp: thread counts, levels, PinnedLevel, bits
 
 namespace {
-
-constexpr int kThreadCounts[] = {1, 2, 3, 7};
-
-std::vector<simd::Level> levels() {
-  std::vector<simd::Level> out;
-  for (simd::Level l : {simd::Level::Sse2, simd::Level::Avx2})
-    if (simd::available(l)) out.push_back(l);
-  return out;
-}
-
-// Restores the process's level when a test is done with pinning one.
-struct PinnedLevel {
-  simd::Level saved = simd::active();
-  explicit PinnedLevel(simd::Level l) { simd::set_level(l); }
-  ~PinnedLevel() { simd::set_level(saved); }
-};
 
 template <class T>
 std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
@@ -54,13 +40,6 @@ std::size_t first_difference(const std::vector<T>& a, const std::vector<T>& b) {
   return a.size();
 }
 
-std::string bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08X", u);
-  return text;
-}
 
 // ---- the block-wise quantizers ---------------------------------------------------------------
 

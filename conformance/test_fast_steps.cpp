@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "formats_optimizer_io.hpp"  // the registry's readers of a step case (engine-private)
+#include "fast_path_fixture.hpp"
 #include "golden_fixture.hpp"
 #include "lowbit/case_maker.hpp"
 #include "lowbit/codebook.hpp"
@@ -30,33 +31,12 @@
 #include "lowbit/simd_level.hpp"
 
 using namespace lowbit;
+using namespace lowbit::test;  // fast_path_fixture.hpp: thread counts, levels, PinnedLevel, bits
 using optimizer::Moment;
 using optimizer::TorchaoState;
 
 namespace {
 
-constexpr int kThreadCounts[] = {1, 2, 3, 7};
-
-std::vector<simd::Level> levels() {
-  std::vector<simd::Level> out;
-  for (simd::Level l : {simd::Level::Sse2, simd::Level::Avx2})
-    if (simd::available(l)) out.push_back(l);
-  return out;
-}
-
-struct PinnedLevel {
-  simd::Level saved = simd::active();
-  explicit PinnedLevel(simd::Level l) { simd::set_level(l); }
-  ~PinnedLevel() { simd::set_level(saved); }
-};
-
-std::string bits(float v) {
-  std::uint32_t u;
-  std::memcpy(&u, &v, 4);
-  char text[16];
-  std::snprintf(text, sizeof text, "0x%08X", u);
-  return text;
-}
 
 // The first difference of two arrays, bit for bit, as a message; empty when they are equal.
 template <class T>
@@ -161,6 +141,15 @@ void check_torchao(const TorchaoProblem& p) {
   }
 }
 
+// The Python floats both optimizers' hyperparameters share.
+template <class Hyper>
+void read_betas_eps_decay(const nlohmann::json& p, Hyper& h) {
+  h.beta1 = p.at("beta1").get<double>();
+  h.beta2 = p.at("beta2").get<double>();
+  h.eps = p.at("eps").get<double>();
+  h.weight_decay = p.at("weight_decay").get<double>();
+}
+
 TorchaoState kind_of(const std::string& format) {
   if (format == "torchao.adam.fp8") return TorchaoState::Fp8;
   if (format == "torchao.adam.dense") return TorchaoState::Dense;
@@ -177,10 +166,7 @@ TorchaoProblem torchao_problem(const std::string& name, const Case& c) {
   TorchaoProblem t;
   t.name = name;
   t.h.lr = scalar(c, "lr");
-  t.h.beta1 = p.at("beta1").get<double>();
-  t.h.beta2 = p.at("beta2").get<double>();
-  t.h.eps = p.at("eps").get<double>();
-  t.h.weight_decay = p.at("weight_decay").get<double>();
+  read_betas_eps_decay(p, t.h);
   t.h.adamw = p.at("adamw").get<bool>();
   t.h.fused = fused_on(p);
   t.o.kind = kind;
@@ -249,10 +235,7 @@ BnbProblem bnb_problem(const std::string& name, const Case& c) {
   BnbProblem b;
   b.name = name;
   b.h.lr = p.at("lr").get<double>();
-  b.h.beta1 = p.at("beta1").get<double>();
-  b.h.beta2 = p.at("beta2").get<double>();
-  b.h.eps = p.at("eps").get<double>();
-  b.h.weight_decay = p.at("weight_decay").get<double>();
+  read_betas_eps_decay(p, b.h);
   b.h.fused = fused_on(p);
   b.block_size = p.at("block_size").get<std::size_t>();
   b.state.param = widened(c.require("param"));

@@ -264,21 +264,24 @@ struct Kernels {
     *p = *p - (F(s.lr) * (*m / F(s.bc1))) / denom;
   }
 
+  // The count <= W elements at x (a whole vector, or a tail), and back.
+  static F load_lanes(const float* x, std::size_t count) { return count == W ? F::load_unaligned(x) : load_partial(x, count); }
+  static void store_lanes(F value, float* x, std::size_t count) {
+    if (count == W) value.store_unaligned(x);
+    else store_partial(value, x, count);
+  }
+
   static void torchao_adam_span(float* param, const float* grad, float* m, float* v, float* v_max, std::size_t n,
                                 const optimizer::TorchaoAdamScalars& s) {
     for (std::size_t i = 0; i < n; i += W) {
-      const std::size_t count = n - i < W ? n - i : W;
-      const auto load = [&](const float* x) { return count == W ? F::load_unaligned(x + i) : load_partial(x + i, count); };
-      const auto store = [&](F value, float* x) {
-        if (count == W) value.store_unaligned(x + i);
-        else store_partial(value, x + i, count);
-      };
-      F p = load(param), mv = load(m), vv = load(v), max_v = v_max ? load(v_max) : F(0.0f);
-      torchao_adam_lanes(&p, load(grad), &mv, &vv, v_max ? &max_v : nullptr, s);
-      store(p, param);
-      store(mv, m);
-      store(vv, v);
-      if (v_max) store(max_v, v_max);
+      const std::size_t c = n - i < W ? n - i : W;
+      F p = load_lanes(param + i, c), mv = load_lanes(m + i, c), vv = load_lanes(v + i, c);
+      F max_v = v_max ? load_lanes(v_max + i, c) : F(0.0f);
+      torchao_adam_lanes(&p, load_lanes(grad + i, c), &mv, &vv, v_max ? &max_v : nullptr, s);
+      store_lanes(p, param + i, c);
+      store_lanes(mv, m + i, c);
+      store_lanes(vv, v + i, c);
+      if (v_max) store_lanes(max_v, v_max + i, c);
     }
   }
 
@@ -295,17 +298,12 @@ struct Kernels {
   static void bnb_adam_span(float* param, const float* grad, float* m, float* v, std::size_t n,
                             const optimizer::BnbAdamScalars& s) {
     for (std::size_t i = 0; i < n; i += W) {
-      const std::size_t count = n - i < W ? n - i : W;
-      const auto load = [&](const float* x) { return count == W ? F::load_unaligned(x + i) : load_partial(x + i, count); };
-      const auto store = [&](F value, float* x) {
-        if (count == W) value.store_unaligned(x + i);
-        else store_partial(value, x + i, count);
-      };
-      F p = load(param), mv = load(m), vv = load(v);
-      bnb_adam_lanes(&p, load(grad), &mv, &vv, s);
-      store(p, param);
-      store(mv, m);
-      store(vv, v);
+      const std::size_t c = n - i < W ? n - i : W;
+      F p = load_lanes(param + i, c), mv = load_lanes(m + i, c), vv = load_lanes(v + i, c);
+      bnb_adam_lanes(&p, load_lanes(grad + i, c), &mv, &vv, s);
+      store_lanes(p, param + i, c);
+      store_lanes(mv, m + i, c);
+      store_lanes(vv, v + i, c);
     }
   }
 
