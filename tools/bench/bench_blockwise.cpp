@@ -7,6 +7,14 @@
 // the fast paths' codes there (DIR/NAME.u8, scales DIR/NAME.scale.f32) for the driver to compare
 // with the peers' bytes. Exit 1 when fast and scalar bytes differ. --no-search-table: torchao's
 // search without its bucket table; --simd: pin an instruction set.
+// With --grad G.f32 (as many float32 as the data), also two optimizer steps, the data being the
+// parameter and G its gradient, each from a fresh state (the optimizers' zeros) and one step further
+// per timed call: torchao's AdamW8bit step (block 256, lr 1e-3, betas 0.9/0.999, eps 1e-8, weight
+// decay 0.01: AdamW8bit's defaults) and bitsandbytes' Adam8bit CPU step (block 256, the same without
+// weight decay); --unfused-lerp: torchao's step with the lerp rounded twice (AdamHyper::fused false,
+// torch.compile's CPU arithmetic). --dump writes the states after the first and second steps (with
+// --repeats 2 or more: each repetition steps once). --only-steps: the
+// steps alone (the driver's rows at another thread count).
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +29,7 @@
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/fp8_cast.hpp"
+#include "lowbit/optimizer.hpp"
 #include "lowbit/simd_level.hpp"
 
 using namespace lowbit;
@@ -57,8 +66,48 @@ void dump(const std::string& path, const std::vector<T>& v) {
 }
 
 int usage() {
-  std::cerr << "usage: bench_blockwise FILE.f32 [--threads N] [--repeats R] [--simd sse2|avx2] [--dump DIR] [--no-scalar] [--no-search-table]\n";
+  std::cerr << "usage: bench_blockwise FILE.f32 [--grad G.f32] [--unfused-lerp] [--threads N] [--repeats R] [--simd sse2|avx2] "
+               "[--dump DIR] [--no-scalar] [--no-search-table] [--only-steps]\n";
   return 2;
+}
+
+// A whole file of float32, or empty when it cannot be read.
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto bytes = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
+  in.seekg(0);
+  std::vector<float> x(bytes / sizeof(float));
+  in.read(reinterpret_cast<char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
+  if (!in) x.clear();
+  return x;
+}
+
+// One optimizer's state as its step leaves it: the parameter and the two quantized moments.
+struct StepState {
+  std::vector<float> param;
+  optimizer::Moment m, v;
+  float torchao_step = 0.0f;  // torchao's float32 counter
+  std::int64_t bnb_step = 0;  // bitsandbytes' step argument
+};
+
+// The optimizers' fresh state (torchao OptimState8bit.zeros, bitsandbytes' zero buffers): codes 0 and scales 0.
+StepState fresh_state(const std::vector<float>& param, std::vector<float> signed_map, std::vector<float> unsigned_map) {
+  StepState s;
+  s.param = param;
+  for (auto [moment, map] : {std::pair{&s.m, &signed_map}, {&s.v, &unsigned_map}}) {
+    moment->codes.assign(param.size(), 0);
+    moment->scale.assign(param.size() / 256, 0.0f);
+    moment->qmap = *map;
+  }
+  return s;
+}
+
+bool same_state(const StepState& a, const StepState& b) {
+  auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
+    return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  };
+  return same_bits(a.param, b.param) && a.m.codes == b.m.codes && a.v.codes == b.v.codes && same_bits(a.m.scale, b.m.scale) &&
+         same_bits(a.v.scale, b.v.scale);
 }
 
 }  // namespace
@@ -66,31 +115,35 @@ int usage() {
 int main(int argc, char** argv) try {
   if (argc < 2) return usage();
   int threads = 1, repeats = 1;
-  bool scalar_too = true;
-  std::string dump_dir;
+  bool scalar_too = true, unfused_lerp = false, only_steps = false;
+  std::string dump_dir, grad_path;
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--threads" && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (a == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
     else if (a == "--dump" && i + 1 < argc) dump_dir = argv[++i];
     else if (a == "--no-scalar") scalar_too = false;
+    else if (a == "--grad" && i + 1 < argc) grad_path = argv[++i];
+    else if (a == "--unfused-lerp") unfused_lerp = true;
+    else if (a == "--only-steps") only_steps = true;
     else if (a == "--no-search-table") blockwise::search_table_min_elements = SIZE_MAX;
     else if (a == "--simd" && i + 1 < argc) {
       const std::string l = argv[++i];
       simd::set_level(l == "sse2" ? simd::Level::Sse2 : simd::Level::Avx2);
     } else return usage();
   }
-  if (threads < 1 || repeats < 1) return usage();
-  std::ifstream in(argv[1], std::ios::binary | std::ios::ate);
-  const auto bytes = static_cast<std::size_t>(std::max<std::streamoff>(in.tellg(), 0));
-  in.seekg(0);
-  std::vector<float> x(bytes / sizeof(float));
-  in.read(reinterpret_cast<char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
-  if (!in || x.empty() || x.size() % 256) {
+  if (threads < 1 || repeats < 1 || (only_steps && grad_path.empty())) return usage();
+  const std::vector<float> x = read_f32(argv[1]);
+  if (x.empty() || x.size() % 256) {
     std::cerr << "bench_blockwise: cannot read " << argv[1] << " as a whole number of 256-element blocks of float32\n";
     return 2;
   }
   const std::size_t n = x.size();
+  const std::vector<float> grad = grad_path.empty() ? std::vector<float>{} : read_f32(grad_path);
+  if (!grad_path.empty() && grad.size() != n) {
+    std::cerr << "bench_blockwise: cannot read " << grad_path << " as " << n << " float32 (the data's count)\n";
+    return 2;
+  }
   const auto s8 = codebook::signed8(), s4 = codebook::torchao_signed4();
   const auto bnb_map = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true);
   const fp8::Policy torch_e4m3 = fp8::torch_eager<fp8::E4M3FN>();
@@ -109,7 +162,7 @@ int main(int argc, char** argv) try {
     std::string name;
     std::function<void()> fast, scalar;
   };
-  const std::vector<Op> ops = {
+  std::vector<Op> ops = {
       {"torchao8_quantize", [&] { blockwise::torchao_quantize_into(x, s8, 256, t8.codes, t8.scale, threads); },
        [&] { blockwise::scalar::torchao_quantize(x, s8, 256, t8s.codes, t8s.scale); }},
       {"torchao4_quantize", [&] { blockwise::torchao_quantize_into(x, s4, 128, t4.codes, t4.scale, threads); },
@@ -128,24 +181,62 @@ int main(int argc, char** argv) try {
       {"bnb_dequantize", [&] { blockwise::bnb_dequantize_into(bnb.codes, bnb.scale, bnb_map, 256, deq, threads); }, nullptr},
       {"stream_copy", [&] { stream_copy(x, copy.codes, threads); }, nullptr},
   };
+  // The optimizer steps, fast and scalar each on its own state (torchao: the signed and unsigned
+  // 8-bit maps; bitsandbytes: its dynamic maps).
+  std::vector<Op> steps;
+  optimizer::AdamHyper torchao_hyper;
+  torchao_hyper.weight_decay = 0.01;
+  torchao_hyper.fused = !unfused_lerp;
+  optimizer::TorchaoAdamOptions torchao_options;
+  torchao_options.threads = threads;
+  const optimizer::BnbAdamHyper bnb_hyper;
+  const auto bnb_signed = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
+             bnb_unsigned = codebook::dynamic_map(false, 7, 8, codebook::Linspace::Fma, true);
+  StepState t8_step, t8_step_s, bnb_step, bnb_step_s;
+  auto torchao_step = [&](StepState& st, bool fast) {
+    auto& run = fast ? optimizer::torchao_adam_step : optimizer::scalar::torchao_adam_step;
+    run(st.param, grad, st.torchao_step, st.m, st.v, nullptr, torchao_hyper, torchao_options);
+  };
+  auto bnb_adam = [&](StepState& st, bool fast) {
+    ++st.bnb_step;
+    if (fast) optimizer::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256, threads);
+    else optimizer::scalar::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256);
+  };
+  if (!grad.empty()) {
+    t8_step = t8_step_s = fresh_state(x, s8, codebook::unsigned8());
+    bnb_step = bnb_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
+    steps = {{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
+             {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }}};
+  }
+  if (only_steps) ops.clear();
+  std::vector<StepState> after_steps;  // for --dump: the states after the first two fast steps
+
   nlohmann::json j;
   j["elements"] = n;
   j["threads"] = threads;
   j["simd"] = std::string(simd::level_name(simd::active()));
-  for (int r = 0; r < repeats; ++r)
+  for (int r = 0; r < repeats; ++r) {
     for (const Op& op : ops) {
       j["fast_s"][op.name].push_back(seconds(op.fast));
       if (scalar_too && op.scalar) j["scalar_s"][op.name].push_back(seconds(op.scalar));
     }
+    for (const Op& op : steps) {
+      j["fast_s"][op.name].push_back(seconds(op.fast));
+      if (scalar_too) j["scalar_s"][op.name].push_back(seconds(op.scalar));
+    }
+    if (r < 2 && !dump_dir.empty() && !steps.empty())
+      for (const StepState* st : {&t8_step, &bnb_step}) after_steps.push_back(*st);
+  }
   bool same = true;
   if (scalar_too) {
-    same = t8.codes == t8s.codes && t4.codes == t4s.codes && tf8.codes == tf8s.codes && bnb.codes == bnbs.codes &&
+    same = (steps.empty() || (same_state(t8_step, t8_step_s) && same_state(bnb_step, bnb_step_s))) &&
+           t8.codes == t8s.codes && t4.codes == t4s.codes && tf8.codes == tf8s.codes && bnb.codes == bnbs.codes &&
            cast.codes == casts.codes && std::memcmp(t8.scale.data(), t8s.scale.data(), t8.scale.size() * 4) == 0 &&
            std::memcmp(tf8.scale.data(), tf8s.scale.data(), tf8.scale.size() * 4) == 0 &&
            std::memcmp(bnb.scale.data(), bnbs.scale.data(), bnb.scale.size() * 4) == 0;
     j["fast_equals_scalar"] = same;
   }
-  if (!dump_dir.empty()) {
+  if (!dump_dir.empty() && !only_steps) {
     dump(dump_dir + "/torchao8.u8", t8.codes);
     dump(dump_dir + "/torchao8.scale.f32", t8.scale);
     dump(dump_dir + "/torchao4.u8", t4.codes);
@@ -154,6 +245,18 @@ int main(int argc, char** argv) try {
     dump(dump_dir + "/bnb.u8", bnb.codes);
     dump(dump_dir + "/bnb.scale.f32", bnb.scale);
     dump(dump_dir + "/cast_e4m3fn.u8", cast.codes);
+  }
+  if (!dump_dir.empty()) {
+    for (std::size_t k = 0; k < after_steps.size(); ++k) {
+      const StepState& st = after_steps[k];
+      const std::string stem = dump_dir + (k % 2 == 0 ? "/torchao8_adamw_step" : "/bnb_adam8bit_step") + ".step" +
+                               std::to_string(k / 2 + 1);
+      dump(stem + ".param.f32", st.param);
+      dump(stem + ".m.u8", st.m.codes);
+      dump(stem + ".m.scale.f32", st.m.scale);
+      dump(stem + ".v.u8", st.v.codes);
+      dump(stem + ".v.scale.f32", st.v.scale);
+    }
   }
   std::cout << j.dump() << "\n";
   return same ? 0 : 1;

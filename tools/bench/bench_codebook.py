@@ -2,7 +2,14 @@
 """The reference (scalar definition and fast path) against the libraries it checks, in one run:
 torchao eager and torch.compile'd (8-bit and 4-bit codebook quantize, FP8 state quantize, dequantize),
 bitsandbytes CPU (block-wise quantize and dequantize), torch's and ml_dtypes' FP8 casts, and a plain
-streaming pass (read float32, write a byte) as the memory floor.
+streaming pass (read float32, write a byte) as the memory floor. And two optimizer steps on the
+data as the parameter with a second array as its gradient, from the optimizers' fresh states:
+torchao's AdamW8bit step (what `torchao.optim.AdamW8bit.step()` runs on the CPU: its
+torch.compile'd `single_param_adam`, whose lerp rounds twice, so the reference's step runs with
+AdamHyper::fused false) and bitsandbytes' 8-bit block-wise Adam CPU update
+(`bitsandbytes.functional.optimizer_update_8bit_blockwise`), each at 1 thread and at --threads
+(each thread count in a worker process of its own: torch.compile bakes the thread count into its
+kernels), against the reference's fast step at the same thread counts.
 
     .venv/bin/python tools/bench/bench_codebook.py --bench build/release/tools/bench/bench_blockwise \\
         --elements 26 --threads 2 --repeats 5 --json perf.json --markdown perf.md
@@ -125,6 +132,78 @@ def build_peers(env, x):
     return ops
 
 
+STEP_ARRAYS = ("param.f32", "m.u8", "m.scale.f32", "v.u8", "v.scale.f32")
+STEP_OPS = {"torchao8_adamw_step": "torchao compiled", "bnb_adam8bit_step": "bitsandbytes CPU"}
+
+
+def step_worker(args):
+    """A worker process for the optimizer steps' peers at one thread count: two untimed steps (the
+    first compiles torchao's), whose states it writes to --dump as the reference's bench does, then
+    one timed step of each peer per line read from stdin, answered with one JSON line."""
+    import numpy as np
+    import torch
+    torch.set_num_threads(args.step_worker)
+    x = torch.from_numpy(np.fromfile(args.data, dtype=np.float32))
+    g = torch.from_numpy(np.fromfile(args.grad, dtype=np.float32))
+    n = x.numel()
+    steps = {}
+    try:
+        from torchao.optim import AdamW8bit
+        p = torch.nn.Parameter(x.clone())
+        p.grad = g.clone()
+        opt = AdamW8bit([p], lr=1e-3, weight_decay=0.01, block_size=256)  # AdamW8bit's defaults, spelled out
+
+        def torchao_state():
+            st = opt.state[p]
+            return (p.detach(), st["exp_avg"].codes, st["exp_avg"].scale, st["exp_avg_sq"].codes, st["exp_avg_sq"].scale)
+        steps["torchao8_adamw_step"] = (opt.step, torchao_state)
+    except ImportError as e:
+        log(f"bench worker: torchao skipped ({e})")
+    try:
+        import bitsandbytes.functional as bnbF
+        pb = x.clone()
+        s1, s2 = torch.zeros(n, dtype=torch.uint8), torch.zeros(n, dtype=torch.uint8)  # Adam8bit's fresh state
+        a1, a2 = torch.zeros(n // 256), torch.zeros(n // 256)
+        q1, q2 = bnbF.create_dynamic_map(signed=True).float(), bnbF.create_dynamic_map(signed=False).float()
+        counter = [0]
+
+        def bnb_step():
+            counter[0] += 1
+            bnbF.optimizer_update_8bit_blockwise("adam", g, pb, s1, s2, 0.9, 0.999, 0.0, 0.0, 1e-8, counter[0], 1e-3,
+                                                 q1, q2, a1, a2, weight_decay=0.0, gnorm_scale=1.0)
+        steps["bnb_adam8bit_step"] = (bnb_step, lambda: (pb, s1, a1, s2, a2))
+    except ImportError as e:
+        log(f"bench worker: bitsandbytes skipped ({e})")
+    for k in (1, 2):
+        for op, (step, state) in steps.items():
+            t0 = time.perf_counter()
+            step()
+            if k == 1:
+                log(f"bench: {op} / {STEP_OPS[op]}, {args.step_worker} thread(s): first call {time.perf_counter() - t0:.1f} s")
+            for name, t in zip(STEP_ARRAYS, state()):
+                t.contiguous().numpy().tofile(os.path.join(args.dump, f"{op}.step{k}.{name}"))
+    print(json.dumps(sorted(steps)), flush=True)
+    for _ in sys.stdin:
+        times = {}
+        for op, (step, _) in steps.items():
+            t0 = time.perf_counter()
+            step()
+            times[op] = time.perf_counter() - t0
+        print(json.dumps(times), flush=True)
+    return 0
+
+
+def step_differences(np, ours, theirs, op, k):
+    """Per array of a step's state: 'equal' or how many elements differ."""
+    out = {}
+    for name in STEP_ARRAYS:
+        dtype = np.uint32 if name.endswith(".f32") else np.uint8
+        a = np.fromfile(os.path.join(ours, f"{op}.step{k}.{name}"), dtype=dtype)
+        b = np.fromfile(os.path.join(theirs, f"{op}.step{k}.{name}"), dtype=dtype)
+        out[name.split(".f32")[0].split(".u8")[0]] = "equal" if np.array_equal(a, b) else f"{int((a != b).sum())} of {a.size} differ"
+    return out
+
+
 def as_bytes(np, torch, value):
     """The peer's codes (and scale) as numpy byte arrays, for the comparison with the reference."""
     if isinstance(value, tuple):
@@ -145,9 +224,17 @@ def main():
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--markdown", help="write the table here")
+    ap.add_argument("--no-steps", action="store_true", help="leave the optimizer steps out")
+    ap.add_argument("--step-worker", type=int, help=argparse.SUPPRESS)  # internal: a worker at this thread count
+    ap.add_argument("--data", help=argparse.SUPPRESS)
+    ap.add_argument("--grad", help=argparse.SUPPRESS)
+    ap.add_argument("--dump", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.step_worker:
+        return step_worker(args)
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # bitsandbytes' OpenMP and torch
     n = 1 << args.elements
+    thread_counts = sorted({1, args.threads})  # the steps' thread counts
 
     peers, versions, skipped, env = load_peers(args.threads)
     for s in skipped:
@@ -155,19 +242,23 @@ def main():
     info = {"elements": n, "threads": args.threads, "repeats": args.repeats, "machine": machine(), "versions": versions,
             "skipped": skipped, "data": "randn x 1e-3, float32, seed 0"}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "x.f32")
+        path, grad_path = os.path.join(tmp, "x.f32"), os.path.join(tmp, "g.f32")
         if env:
             torch, np = env["torch"], env["np"]
             x = torch.randn(n, generator=torch.Generator().manual_seed(0)) * 1e-3
             x.numpy().tofile(path)
+            (torch.randn(n, generator=torch.Generator().manual_seed(1)) * 1e-2).numpy().tofile(grad_path)
             peers = build_peers(env, x)
         else:
             import random
             import struct
-            rng = random.Random(0)
-            with open(path, "wb") as f:
-                for _ in range(n // 4096):
-                    f.write(struct.pack("4096f", *(rng.gauss(0, 1e-3) for _ in range(4096))))
+            for file, seed, sigma in ((path, 0, 1e-3), (grad_path, 1, 1e-2)):
+                rng = random.Random(seed)
+                with open(file, "wb") as f:
+                    for _ in range(n // 4096):
+                        f.write(struct.pack("4096f", *(rng.gauss(0, sigma) for _ in range(4096))))
+        steps = not args.no_steps
+        step_args = ["--grad", grad_path, "--unfused-lerp"] if steps else []
         # First, untimed: compile the compiled peers, dump the reference's bytes and compare
         dump = os.path.join(tmp, "ref")
         os.mkdir(dump)
@@ -179,7 +270,33 @@ def main():
         ref0 = json.loads(first.stdout)
         info["reference_simd"] = ref0["simd"]
         info["fast_equals_scalar"] = ref0["fast_equals_scalar"]
-        agree = {}
+        agree, step_agree, workers = {}, {}, {}
+        if steps:
+            # the reference's states after two steps (fast and scalar compared inside), then the peers'
+            step_dump = os.path.join(tmp, "ref_steps")
+            os.mkdir(step_dump)
+            second = subprocess.run([args.bench, path, *step_args, "--only-steps", "--repeats", "2", "--threads",
+                                     str(args.threads), "--dump", step_dump], capture_output=True, text=True)
+            if second.returncode != 0:
+                log(second.stderr)
+                return 1
+            info["fast_equals_scalar"] = info["fast_equals_scalar"] and json.loads(second.stdout)["fast_equals_scalar"]
+            if env:
+                for t in thread_counts:
+                    wdump = os.path.join(tmp, f"worker{t}")
+                    os.mkdir(wdump)
+                    w = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--bench", args.bench, "--step-worker", str(t),
+                                          "--data", path, "--grad", grad_path, "--dump", wdump],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         env={**os.environ, "OMP_NUM_THREADS": str(t)})
+                    ready = w.stdout.readline()
+                    if not ready:
+                        log(f"bench: the step worker at {t} thread(s) failed")
+                        return 1
+                    workers[t] = w
+                    for op in json.loads(ready):
+                        for k in (1, 2):
+                            step_agree[f"{op} / {STEP_OPS[op]}, {t} thread(s), step {k}"] = step_differences(np, step_dump, wdump, op, k)
         for (op, label), fn in peers.items():
             t0 = time.perf_counter()
             out = fn()
@@ -196,34 +313,52 @@ def main():
                 same = same and bool(np.array_equal(got[1], np.fromfile(os.path.join(dump, name + ".scale.f32"), dtype=np.uint8)))
             agree[f"{op} / {label}"] = same
         info["identical_bytes"] = agree
+        info["step_bytes"] = step_agree
 
         times = {}
         for r in range(args.repeats):
             log(f"bench: repetition {r + 1} of {args.repeats}")
-            ref = json.loads(subprocess.run([args.bench, path, "--threads", str(args.threads)], check=True,
+            ref = json.loads(subprocess.run([args.bench, path, *step_args, "--threads", str(args.threads)], check=True,
                                             capture_output=True, text=True).stdout)
             for op, ts in ref["fast_s"].items():
                 times.setdefault((op, "reference fast"), []).extend(ts)
             for op, ts in ref.get("scalar_s", {}).items():
                 times.setdefault((op, "reference scalar, 1 thread"), []).extend(ts)
+            if steps and args.threads != 1:
+                one = json.loads(subprocess.run([args.bench, path, *step_args, "--only-steps", "--no-scalar", "--threads", "1"],
+                                                check=True, capture_output=True, text=True).stdout)
+                for op, ts in one["fast_s"].items():
+                    times.setdefault((op, "reference fast, 1 thread"), []).extend(ts)
             for key, fn in peers.items():
                 t0 = time.perf_counter()
                 fn()
                 times.setdefault(key, []).append(time.perf_counter() - t0)
+            for t, w in workers.items():
+                w.stdin.write("go\n")
+                w.stdin.flush()
+                for op, dt in json.loads(w.stdout.readline()).items():
+                    label = STEP_OPS[op] + ("" if t == args.threads else f", {t} thread")
+                    times.setdefault((op, label), []).append(dt)
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
         info["load_average_end"] = os.getloadavg()
 
     med = {k: statistics.median(v) for k, v in times.items()}
     stream = med[("stream_copy", "reference fast")]
     rows = []
     for op in ["torchao8_quantize", "torchao4_quantize", "torchao_fp8_quantize", "bnb_quantize", "cast_e4m3fn",
-               "torchao8_dequantize", "torchao_fp8_dequantize", "bnb_dequantize", "stream_copy"]:
+               "torchao8_dequantize", "torchao_fp8_dequantize", "bnb_dequantize", "stream_copy", *STEP_OPS]:
         fast = med.get((op, "reference fast"))
         # the reference's rows first, then the peers by name
         for (o, label), t in sorted(med.items(), key=lambda kv: (not kv[0][1].startswith("reference"), kv[0][1])):
             if o != op:
                 continue
+            # a peer's 1-thread row against the reference's fast 1-thread row
+            base = med.get((op, "reference fast, 1 thread"), fast) if label.endswith(", 1 thread") and \
+                not label.startswith("reference") else fast
             rows.append({"operation": op, "who": label, "median_s": t, "all_s": times[(o, label)],
-                         "ratio_to_fast": (t / fast) if fast else None,
+                         "ratio_to_fast": (t / base) if base else None,
                          "streaming_fraction": stream / t})
     info["rows"] = rows
     md = [f"{n} float32 elements (2^{args.elements}, randn x 1e-3), {args.threads} threads, median of {args.repeats}, "
@@ -237,6 +372,11 @@ def main():
     md.append("")
     md.append(f"Fast path bytes equal the scalar definition's: {info['fast_equals_scalar']}. Bytes equal to the peer's: "
               + (", ".join(f"{k}: {v}" for k, v in agree.items()) or "no peer") + ".")
+    if step_agree:
+        md.append("")
+        md.append("The steps' states against the reference's after the same steps from the same fresh state (param, "
+                  "codes and scales of both moments): "
+                  + "; ".join(f"{k}: " + ", ".join(f"{a} {v}" for a, v in d.items()) for k, d in step_agree.items()) + ".")
     if skipped:
         md.append("Skipped: " + "; ".join(skipped) + ".")
     text = "\n".join(md) + "\n"
