@@ -12,6 +12,7 @@
 // would have (ties, x / s against x * (1 / s)), so equality here is not vacuous.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -268,6 +269,34 @@ TEST_CASE("FP8 casts of float32: random bit patterns, ragged sizes and every gol
           }
         }
       }
+}
+
+// The benchmarks' floor (fp8_cast.hpp streaming_floor) runs the casts' loop and narrowing with no
+// arithmetic: each output byte is its input's top byte, read here off the bits, so a narrowing that
+// put bytes out of order (or a tail written short) shows on random patterns of every length.
+TEST_CASE("the streaming floor writes each input's top byte, in order") {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{31}, std::size_t{33}, std::size_t{1000},
+                        std::size_t{2 * 65536 + 77}}) {
+    const std::vector<float> x = random_patterns(n, 11);
+    std::vector<std::uint8_t> want(n), got(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &x[i], 4);
+      want[i] = static_cast<std::uint8_t>(u >> 24);
+    }
+    for (simd::Level level : levels()) {
+      PinnedLevel pin(level);
+      for (int threads : kThreadCounts) {
+        INFO(n << " elements, " << simd::level_name(level) << ", " << threads << " threads");
+        std::fill(got.begin(), got.end(), std::uint8_t{0});
+        fp8::streaming_floor(x, got, threads);
+        CHECK(first_difference(got, want) == n);
+      }
+    }
+  }
+  const std::vector<float> x(8, 1.0f);
+  std::vector<std::uint8_t> short_out(7);
+  CHECK_THROWS_AS(fp8::streaming_floor(x, short_out), std::invalid_argument);
 }
 
 TEST_CASE("the fast paths refuse outputs of the wrong size and a thread count below 1") {

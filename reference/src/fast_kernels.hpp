@@ -12,6 +12,7 @@
 // One rule for these files: everything here has internal linkage (the anonymous namespace) and calls
 // nothing inline from other lowbit headers, because a translation unit compiled with -mavx2 emits
 // its inline functions with AVX encodings, and the linker may keep that copy for the whole program.
+#include <immintrin.h>  // narrow4 alone: declares every x86 instruction set's intrinsics; each kernel file calls only its own
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>
@@ -82,25 +83,23 @@ struct Kernels {
     const I u = xsimd::bitwise_cast<I>(x);
     const I sign = (u >> 24) & I(0x80);  // arithmetic shift: bit 31 lands on bit 7 either way
     const I a = u & I(0x7FFFFFFF);
-    constexpr std::int32_t min_normal_biased = 127 + 1 - Bias;
-    const auto normal = a >= I(min_normal_biased << 23);
-    // Normal in the target: re-bias in place, discard 23 - M bits.
-    const I rebased = a - I((127 - Bias) << 23);
-    // Subnormal in the target: significand >> (151 - Bias - M - e). The scalar code takes shifts up
-    // to 63 (and calls 64 or more "below a quarter ulp"); a significand has 24 bits, so every shift
-    // from 25 up gives code 0 and a remainder below half: capping at 31 gives the same code.
-    const I exponent = a >> 23;
-    const auto has_exponent = exponent != I(0);
-    const I significand = choose(has_exponent, (a & I(0x7FFFFF)) | I(0x800000), a);
-    const I e = choose(has_exponent, exponent, I(1));
-    const I shift_sub = xsimd::min(I(151 - Bias - M) - e, I(31));  // >= 24 - M for these lanes
-    const I value = choose(normal, rebased, significand);
-    const I shift = choose(normal, I(23 - M), shift_sub);
-    const I code = value >> shift;  // value >= 0 in every lane that is used
-    const I rem = value & ((I(1) << shift) - I(1));
-    const I half = I(1) << (shift - I(1));
-    const auto up = (rem > half) | ((rem == half) & ((code & I(1)) != I(0)));
-    const I magnitude = code + (xsimd::bitwise_cast<Arch>(up) & I(1));
+    // truncate_magnitude's two cases as one: the code is value >> shift. Normal in the target
+    // (exponent field >= 128 - Bias): the pattern re-biased in place, value = a - ((127 - Bias) << 23),
+    // shift 23 - M. Subnormal: the significand (the hidden bit set where the field is not 0), shift
+    // 151 - Bias - M - e with e the field, 1 for binary32's subnormals. With e the field clamped to
+    // [1, 128 - Bias] both read value = a - ((e - 1) << 23), shift = 151 - Bias - M - e, since for a
+    // field e >= 1, a - ((e - 1) << 23) is (a & 0x7FFFFF) | (1 << 23). The scalar code takes shifts
+    // up to 63 (64 or more: "below a quarter ulp"); a significand has 24 bits, so every shift from
+    // 25 up gives code 0 and a remainder below half: capping at 31 gives the same code.
+    const I e = xsimd::min(xsimd::max(a >> 23, I(1)), I(128 - Bias));
+    const I value = a - ((e - I(1)) << 23);
+    const I shift = xsimd::min(I(151 - Bias - M) - e, I(31));  // >= 23 - M >= 20
+    // Nearest even, by adding half - 1 and the truncated code's lowest bit before the shift: for
+    // value = q 2^shift + r that gives q + 1 where r > half, q where r < half, and q + (q & 1) where
+    // r = half, rounds_up_nearest_even's answers. No lane overflows: value < 2^31 - 2^28 where
+    // shift < 31, value < 2^24 where shift = 31.
+    const I odd = (value >> shift) & I(1);
+    const I magnitude = (value + ((I(1) << (shift - I(1))) - I(1)) + odd) >> shift;
     I out = sign | magnitude;
     out = choose(magnitude > I(MaxFinite), sign | I(k.overflow), out);
     out = choose(a == I(0x7F800000), sign | I(k.inf), out);
@@ -108,10 +107,50 @@ struct Kernels {
     return out;
   }
 
+  // One vector's codes (each lane 0..255) to count <= W bytes: the tails.
   static void narrow(I v, std::uint8_t* out, std::size_t count) {
     alignas(64) std::int32_t lanes[W];
     v.store_aligned(lanes);
     for (std::size_t j = 0; j < count; ++j) out[j] = static_cast<std::uint8_t>(lanes[j]);
+  }
+
+  // Four vectors' codes (each lane 0..255: a, b, c, d hold consecutive elements) to 4 W bytes in
+  // order. The one place with intrinsics: xsimd 8.1 has no narrowing conversion (no pack), and the
+  // lane-by-lane narrow above took half the cast's time (docs/performance.md). Both packs saturate,
+  // which leaves values 0..255 unchanged: the bytes are the lanes' low bytes, as narrow's.
+  static void narrow4(I a, I b, I c, I d, std::uint8_t* out) {
+    if constexpr (std::is_base_of_v<xsimd::avx2, Arch>) {
+      // AVX2 packs within each 128-bit half: the bytes come out as the dwords
+      // a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7, put in order by one permute.
+      const __m256i ab = _mm256_packs_epi32(a, b);
+      const __m256i cd = _mm256_packs_epi32(c, d);
+      const __m256i bytes = _mm256_packus_epi16(ab, cd);
+      const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), _mm256_permutevar8x32_epi32(bytes, order));
+    } else if constexpr (std::is_base_of_v<xsimd::sse2, Arch>) {
+      const __m128i ab = _mm_packs_epi32(a, b);
+      const __m128i cd = _mm_packs_epi32(c, d);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(ab, cd));
+    } else {
+      narrow(a, out, W);
+      narrow(b, out + W, W);
+      narrow(c, out + 2 * W, W);
+      narrow(d, out + 3 * W, W);
+    }
+  }
+
+  // out[i] = code(x[i]) for a kernel code(F) -> I of codes 0..255: 4 W elements at a time, then
+  // one vector at a time, then a partial vector (zeros in the unused lanes, which are not stored).
+  template <class Code>
+  static void codes_span(const float* x, std::uint8_t* out, std::size_t n, const Code& code) {
+    std::size_t i = 0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      const I a = code(F::load_unaligned(x + i)), b = code(F::load_unaligned(x + i + W));
+      const I c = code(F::load_unaligned(x + i + 2 * W)), d = code(F::load_unaligned(x + i + 3 * W));
+      narrow4(a, b, c, d, out + i);
+    }
+    for (; i + W <= n; i += W) narrow(code(F::load_unaligned(x + i)), out + i, W);
+    if (i < n) narrow(code(load_partial(x + i, n - i)), out + i, n - i);
   }
 
   // Loads count <= W floats, the rest of the lanes 0.0f (a tail).
@@ -132,17 +171,16 @@ struct Kernels {
   template <int Bias, int M, int MaxFinite, bool Divide>
   static void encode_span(const float* x, float divisor, std::uint8_t* out, std::size_t n, const EncodeConstants& k) {
     const F d(divisor);
-    std::size_t i = 0;
-    for (; i + W <= n; i += W) {
-      F v = F::load_unaligned(x + i);
+    codes_span(x, out, n, [&](F v) {
       if constexpr (Divide) v = v / d;
-      narrow(encode<Bias, M, MaxFinite>(v, k), out + i, W);
-    }
-    if (i < n) {
-      F v = load_partial(x + i, n - i);
-      if constexpr (Divide) v = v / d;
-      narrow(encode<Bias, M, MaxFinite>(v, k), out + i, n - i);
-    }
+      return encode<Bias, M, MaxFinite>(v, k);
+    });
+  }
+
+  // The benchmarks' memory floor (fp8_cast.hpp streaming_floor): out[i] = the top byte of x[i]'s
+  // bits, through the same loop, loads, narrowing and stores as encode_span, with no arithmetic.
+  static void top_bytes_span(const float* x, float, std::uint8_t* out, std::size_t n, const EncodeConstants&) {
+    codes_span(x, out, n, [](F v) { return (xsimd::bitwise_cast<I>(v) >> 24) & I(0xFF); });
   }
 
   // ---- torchao's branchless codebook search (codebook.cpp torchao_search) of x[i] / divisor, with
@@ -182,17 +220,13 @@ struct Kernels {
   static void torchao_search_table_span(const float* x, float divisor, const float* q, const std::int32_t* table,
                                         std::uint8_t* out, std::size_t n) {
     const F d(divisor);
-    std::size_t i = 0;
-    for (; i + W <= n; i += W) narrow(torchao_search_bucketed<Size>(F::load_unaligned(x + i) / d, q, table), out + i, W);
-    if (i < n) narrow(torchao_search_bucketed<Size>(load_partial(x + i, n - i) / d, q, table), out + i, n - i);
+    codes_span(x, out, n, [&](F v) { return torchao_search_bucketed<Size>(v / d, q, table); });
   }
 
   template <int Size>
   static void torchao_search_span(const float* x, float divisor, const float* q, std::uint8_t* out, std::size_t n) {
     const F d(divisor);
-    std::size_t i = 0;
-    for (; i + W <= n; i += W) narrow(torchao_search<Size>(F::load_unaligned(x + i) / d, q), out + i, W);
-    if (i < n) narrow(torchao_search<Size>(load_partial(x + i, n - i) / d, q), out + i, n - i);
+    codes_span(x, out, n, [&](F v) { return torchao_search<Size>(v / d, q); });
   }
 
   // ---- bitsandbytes' CPU table index (codebook.cpp BnbCpuLut::index_of) of x[i] * inv.
@@ -315,6 +349,7 @@ struct Kernels {
     o.encode_e4m3 = encode_span<E4::bias, E4::mantissa_bits, E4::max_finite, false>;
     o.encode_e5m2 = encode_span<E5::bias, E5::mantissa_bits, E5::max_finite, false>;
     o.encode_e4m3_divided = encode_span<E4::bias, E4::mantissa_bits, E4::max_finite, true>;
+    o.top_bytes = top_bytes_span;
     o.torchao_search16 = torchao_search_span<16>;
     o.torchao_search256 = torchao_search_span<256>;
     o.torchao_search16_table = torchao_search_table_span<16>;

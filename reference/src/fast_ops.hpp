@@ -38,6 +38,9 @@ struct Ops {
   void (*encode_e4m3)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
   void (*encode_e5m2)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
   void (*encode_e4m3_divided)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
+  // codes[i] = the top byte of x[i]'s bits, by the encoders' loop with no arithmetic (a benchmark's
+  // memory floor; divisor and k are not used)
+  void (*top_bytes)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
   // codes[i] = torchao_search(x[i] / divisor, q) for a table of 16 or 256 entries
   void (*torchao_search16)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);
   void (*torchao_search256)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);

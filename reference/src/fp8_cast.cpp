@@ -53,16 +53,15 @@ void encode_array_f16(FormatId format, std::span<const std::uint16_t> in, std::s
 
 namespace {
 
-// The vector kernel of the format over n inputs, kChunk of them per range of a thread, 1 024 at a
-// time: floats(start, count, buffer) gives the inputs as float32 (the input itself, or widened into
-// the buffer).
+// A vector kernel (fast_ops.hpp: encode_e4m3's signature) over n inputs, kChunk of them per range
+// of a thread, 1 024 at a time: floats(start, count, buffer) gives the inputs as float32 (the input
+// itself, or widened into the buffer).
+using Kernel = decltype(fast::Ops::encode_e4m3);
+
 template <class Floats>
-void fast_encode(FormatId format, std::size_t n, std::span<std::uint8_t> codes, const Policy& policy, int threads,
-                 const Floats& floats) {
+void run_chunks(Kernel kernel, std::size_t n, std::span<std::uint8_t> codes, const fast::EncodeConstants& k,
+                int threads, const Floats& floats) {
   require_same_size(n, codes.size());
-  const fast::EncodeConstants k = fast::encode_constants(format, policy);
-  const fast::Ops& ops = fast::ops();
-  const auto kernel = format == FormatId::E4M3FN ? ops.encode_e4m3 : ops.encode_e5m2;
   parallel::for_block_ranges((n + kChunk - 1) / kChunk, threads, [&](std::size_t first, std::size_t end) {
     std::array<float, 1024> buffer;
     for (std::size_t start = first * kChunk, stop = std::min(end * kChunk, n); start < stop;) {
@@ -73,12 +72,28 @@ void fast_encode(FormatId format, std::size_t n, std::span<std::uint8_t> codes, 
   });
 }
 
+// The format's vector kernel under the policy, by run_chunks.
+template <class Floats>
+void fast_encode(FormatId format, std::size_t n, std::span<std::uint8_t> codes, const Policy& policy, int threads,
+                 const Floats& floats) {
+  const fast::Ops& ops = fast::ops();
+  run_chunks(format == FormatId::E4M3FN ? ops.encode_e4m3 : ops.encode_e5m2, n, codes,
+             fast::encode_constants(format, policy), threads, floats);
+}
+
+auto direct(std::span<const float> in) {
+  return [in](std::size_t start, std::size_t, float*) { return in.data() + start; };
+}
+
 }  // namespace
 
 void encode_array(FormatId format, std::span<const float> in, std::span<std::uint8_t> codes, const Policy& policy,
                   int threads) {
-  fast_encode(format, in.size(), codes, policy, threads,
-              [&](std::size_t start, std::size_t, float*) { return in.data() + start; });
+  fast_encode(format, in.size(), codes, policy, threads, direct(in));
+}
+
+void streaming_floor(std::span<const float> in, std::span<std::uint8_t> out, int threads) {
+  run_chunks(fast::ops().top_bytes, in.size(), out, fast::EncodeConstants{}, threads, direct(in));
 }
 
 void encode_array_bf16(FormatId format, std::span<const std::uint16_t> in, std::span<std::uint8_t> codes,

@@ -19,6 +19,11 @@ void encode_array_bf16(FormatId format, std::span<const std::uint16_t> in, std::
 void encode_array_f16(FormatId format, std::span<const std::uint16_t> in, std::span<std::uint8_t> codes,
                       const Policy& policy, int threads = 1);
 
+// The floor a cast is measured against (tools/bench): out[i] = the top byte of in[i]'s bits, by the
+// float32 cast's own loop (chunks, threads, vector loads, narrowing, stores) with no arithmetic: what
+// reading float32 and writing one byte per element costs. out.size() must equal in.size().
+void streaming_floor(std::span<const float> in, std::span<std::uint8_t> out, int threads = 1);
+
 namespace scalar {
 void encode_array(FormatId format, std::span<const float> in, std::span<std::uint8_t> codes, const Policy& policy);
 void encode_array_bf16(FormatId format, std::span<const std::uint16_t> in, std::span<std::uint8_t> codes,
