@@ -58,6 +58,7 @@ TEST_CASE("sweep: bad arguments give one error line and exit 2") {
   for (const std::string& args : {std::string("sweep fp8 --format e4m3 --policy nan"),
                                   std::string("sweep fp8 --format e4m3fn --policy saturate"),
                                   std::string("sweep fp8 --format e4m3fn --policy nan --threads 0"),
+                                  std::string("sweep fp8 --format e4m3fn --policy nan --check-fast --simd avx512"),
                                   std::string("sweep fp8 --format e4m3fn --policy nan --from bf16 --report /no/such/dir/r.json")}) {
     CAPTURE(args);
     const Run r = lowbit_cli(args);
@@ -73,6 +74,13 @@ TEST_CASE("sweep of bf16 writes a conformant report; golden generate, check and 
   CHECK(sweep.code == 0);
   CHECK(slurp(dir / "s.json").find("\"mismatches\": 0") != std::string::npos);
   CHECK(fs::exists(dir / "s.md"));
+  // --check-fast holds the vectorized cast of the instruction set --simd names; the report says which
+  const Run fast = lowbit_cli("sweep fp8 --format e4m3fn --policy nan --from bf16 --check-fast --simd sse2 -q --report " +
+                              (dir / "f.json"));
+  CHECK(fast.code == 0);
+  CHECK(fast.output.find("fast cast (vectorized, sse2) against the reference: 65536 inputs, 0 mismatches") !=
+        std::string::npos);
+  CHECK(slurp(dir / "f.json").find("\"simd\": \"sse2\"") != std::string::npos);
 
   const Run gen = lowbit_cli("golden generate --format fp8.e4m3fn.nan --input edges --input normal:n=100,std=300 --out " +
                              (dir / "g"));

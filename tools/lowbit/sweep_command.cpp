@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "command.hpp"
+#include "lowbit/simd_level.hpp"
 #include "progress.hpp"
 #include "report_output.hpp"
 #include "subcommand.hpp"
@@ -26,11 +27,17 @@ struct SweepOptions {
   ReportOutput output;
   bool quiet = false;
   bool check_fast = false;
+  std::string simd;  // empty: the CPU's best (simd_level.hpp)
 };
 
 int run_sweep_fp8(const SweepOptions& o) {
   ReportOutput output = o.output;
   output.prepare();  // fail before the work, not after
+  if (!o.simd.empty()) {
+    const simd::Level level = o.simd == "sse2" ? simd::Level::Sse2 : simd::Level::Avx2;
+    if (!simd::available(level)) throw UsageError(fmt::format("--simd {}: this CPU lacks it", o.simd));
+    simd::set_level(level);
+  }
 
   std::vector<SweepRun> runs;
   for (const std::string& format_name : o.formats) {
@@ -57,8 +64,8 @@ int run_sweep_fp8(const SweepOptions& o) {
                  policy_name, o.source, o.rounding, run.result.inputs, run.result.mismatches, run.result.seconds,
                  o.threads);
       if (run.result.fast_path.inputs)
-        fmt::print("  fast cast (vectorized) against the reference: {} inputs, {} mismatches\n",
-                   run.result.fast_path.inputs, run.result.fast_path.mismatches);
+        fmt::print("  fast cast (vectorized, {}) against the reference: {} inputs, {} mismatches\n",
+                   simd::level_name(simd::active()), run.result.fast_path.inputs, run.result.fast_path.mismatches);
       for (const fp8::Mismatch& m : run.result.first_mismatches)
         fmt::print("  mismatch: input 0x{:08x} expected 0x{:02x} actual 0x{:02x}\n", m.input_bits, m.expected,
                    m.actual);
@@ -115,6 +122,9 @@ Subcommand add_sweep_fp8_command(CLI::App& sweep) {
   fp8_cmd->add_flag("--check-fast", o->check_fast,
                     "Also hold the vectorized cast (the fast path) against the reference on every input "
                     "(nearest-even; about a quarter more CPU time)");
+  fp8_cmd->add_option("--simd", o->simd,
+                      "Instruction set of the fast cast that --check-fast holds: sse2 or avx2 (default: the CPU's best)")
+      ->check(CLI::IsMember({"sse2", "avx2"}));
   return {fp8_cmd, [o] { return run_sweep_fp8(*o); }};
 }
 

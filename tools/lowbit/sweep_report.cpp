@@ -3,6 +3,7 @@
 #include <fmt/core.h>
 
 #include "command.hpp"
+#include "lowbit/simd_level.hpp"
 
 namespace lowbit::cli {
 
@@ -72,6 +73,7 @@ nlohmann::json sweep_report_json(const std::vector<SweepRun>& runs) {
     }
     run["ties"] = {{"inputs", r.result.ties.inputs}, {"mismatches", r.result.ties.mismatches}};
     run["fast_path"] = {{"inputs", r.result.fast_path.inputs}, {"mismatches", r.result.fast_path.mismatches}};
+    if (r.result.fast_path.inputs) run["fast_path"]["simd"] = std::string(simd::level_name(simd::active()));
     run["first_mismatches"] = nlohmann::json::array();
     for (const fp8::Mismatch& m : r.result.first_mismatches) {
       nlohmann::json j = {{"input", hex(m.input_bits, input_digits(c.source))},
