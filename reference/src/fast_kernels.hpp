@@ -4,7 +4,9 @@
 // operations of its scalar definition in the same order (reference/src/blockwise.cpp, fp8.hpp,
 // codebook.cpp): the same IEEE divisions, multiplies and comparisons, integer operations where the
 // scalar code has integer operations, and a fused multiply-add only where the scalar code calls
-// std::fma. Private to the arithmetic library; included only by fast_kernels_<arch>.cpp.
+// std::fma. One exception, integer only: the FP8 encoder's rounding is the scalar rule rearranged
+// (encode says why it is the same), and the exhaustive sweep proves it on every float32 input.
+// Private to the arithmetic library; included only by fast_kernels_<arch>.cpp.
 //
 // Float comparisons: <, <=, >, >= and == are IEEE's (false with a NaN), as in C++; xsimd 8.1's !=
 // on AVX is not (_CMP_NEQ_OQ: NaN != NaN is false), so NaN tests use xsimd::isnan, never x != x.

@@ -1,6 +1,7 @@
 // Timing of the reference's block-wise quantizers and dequantizers and its FP8 cast, each as the
 // scalar definition (one thread) and as the fast path (vectorized, --threads), plus a plain
-// streaming pass (read float32, write one byte per element: the memory-bound floor of a quantizer),
+// streaming pass (fp8::streaming_floor: read float32, write one byte per element by the cast's own
+// loop, vectors and threads, with no arithmetic: the memory-bound floor of a quantizer),
 // on data read from a raw little-endian float32 file. One run of every operation per repetition,
 // in a fixed order; every time is printed (the driver, tools/bench/bench_codebook.py, alternates this
 // program with the peers and takes medians). Prints one JSON object; with --dump DIR, also writes
@@ -23,7 +24,6 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "lowbit/blockwise.hpp"
@@ -40,22 +40,6 @@ double seconds(const std::function<void()>& work) {
   const auto t0 = std::chrono::steady_clock::now();
   work();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// The floor: every element read once as float32 and one byte written, split like the fast paths.
-void stream_copy(std::span<const float> x, std::span<std::uint8_t> out, int threads) {
-  auto part = [&](std::size_t a, std::size_t b) {
-    for (std::size_t i = a; i < b; ++i) {
-      std::uint32_t u;
-      std::memcpy(&u, &x[i], 4);
-      out[i] = static_cast<std::uint8_t>(u >> 24);
-    }
-  };
-  std::vector<std::thread> pool;
-  const std::size_t n = x.size(), t = static_cast<std::size_t>(threads);
-  for (std::size_t k = 1; k < t; ++k) pool.emplace_back(part, n * k / t, n * (k + 1) / t);
-  part(0, n / t);
-  for (auto& th : pool) th.join();
 }
 
 template <class T>
@@ -179,7 +163,7 @@ int main(int argc, char** argv) try {
        [&] { blockwise::torchao_fp8_dequantize_into(tf8.codes, tf8.scale, 256, fp8::NanWidening::Payload, deq, threads); },
        [&] { blockwise::scalar::torchao_fp8_dequantize(tf8.codes, tf8.scale, 256, fp8::NanWidening::Payload, deq); }},
       {"bnb_dequantize", [&] { blockwise::bnb_dequantize_into(bnb.codes, bnb.scale, bnb_map, 256, deq, threads); }, nullptr},
-      {"stream_copy", [&] { stream_copy(x, copy.codes, threads); }, nullptr},
+      {"stream_copy", [&] { fp8::streaming_floor(x, copy.codes, threads); }, nullptr},
   };
   // The optimizer steps, fast and scalar each on its own state (torchao: the signed and unsigned
   // 8-bit maps; bitsandbytes: its dynamic maps).
