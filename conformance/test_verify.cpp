@@ -56,7 +56,6 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
     CAPTURE(f.name);
     const Run r = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference." + f.name + " --steps 2");
     CAPTURE(r.output);
-    // COAT's activation formats take 2-D inputs the generators do not make: their golden cases only
     CHECK(r.code == 0);
     CHECK(r.output.find("cases conformant: conformant") != std::string::npos);
     CHECK(lines_starting(r.output, "MISMATCH") == 0);
@@ -77,6 +76,62 @@ TEST_CASE("verify: special on a whole-block format runs padded to one block, and
   CAPTURE(bad.output);
   CHECK(bad.code == 1);
   CHECK(bad.output.find("MISMATCH special: 769 elements") != std::string::npos);
+}
+
+namespace {
+
+// The first case an input spec makes for a format, before the reference runs.
+Case generated_input(const std::string& format, const std::string& spec) {
+  const FormatSpec& f = *find_format(format);
+  Case out;
+  bool first = true;
+  for_each_case(f, f.default_params, parse_input_spec(spec), 1, {"test", "test_verify"}, [&](CaseToRun c) {
+    if (first) out = c.inputs;
+    first = false;
+    return c.inputs;
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fixed lists padded; other counts refused") {
+  // special: its 18 values and 2030 zeros, one 32 x 64 tile of coat.act.pergroup (M % 2QB, N % 4QB)
+  const Case special = generated_input("coat.act.pergroup", "special");
+  const Tensor& x = special.require("input");
+  CHECK(x.shape == std::vector<std::int64_t>{32, 64});
+  const std::vector<float> v = x.f32();
+  CHECK(std::isnan(v[10]));
+  for (std::size_t i = 18; i < v.size(); ++i) CHECK(bits_of(v[i]) == 0u);
+  CHECK(special.metadata.at("input") ==
+        "special (shaped 32 x 64: coat.act.pergroup takes a 2-D input of whole 32 x 64 tiles (M % 32 == 0 and N % 64 == 0 "
+        "(group_size 16)); padded with 2030 zeros)");
+  // random inputs: whole tiles as asked, one tile wide, no padding
+  CHECK(generated_input("coat.act.pergroup", "normal:n=8192").require("input").shape == std::vector<std::int64_t>{128, 64});
+  CHECK(generated_input("coat.act.perblock", "normal:n=32768").require("input").shape == std::vector<std::int64_t>{256, 128});
+  CHECK(generated_input("coat.act.pergroup.transposed", "edges").require("input").shape[1] == 16);
+  CHECK(generated_input("coat.fake.symm", "special:n=288").require("input").shape == std::vector<std::int64_t>{18, 16});
+  // a count that is not whole tiles: the spec, the tile and the rule named
+  CHECK_THROWS_WITH_AS(generated_input("coat.act.pergroup", "normal:n=100"),
+                       "input spec 'normal:n=100': coat.act.pergroup takes a 2-D input of whole 32 x 64 tiles (M % 32 == 0 "
+                       "and N % 64 == 0 (group_size 16)): 100 values are not; give n a multiple of 2048",
+                       std::invalid_argument);
+  CHECK_THROWS_AS(generated_input("coat.act.perblock", "special:n=20"), std::invalid_argument);
+  CHECK_THROWS_AS(generated_input("coat.fake.symm", "edges"), std::invalid_argument);  // no edge generator
+  const Run r = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference.coat.act.perblock --input normal:n=4096");
+  CHECK(r.code == 2);
+  CHECK(r.output.find("--input 'normal:n=4096': input spec 'normal:n=4096': coat.act.perblock takes a 2-D input of whole "
+                      "128 x 128 tiles") != std::string::npos);
+  // the default battery: edges and scaled-edges of the FP8 group quantizers, special padded and cycled
+  // over whole tiles (at least 288 values), random inputs of at least four tiles
+  std::vector<std::string> specs;
+  for (const InputRun& run : default_input_runs(*find_format("coat.act.perblock"))) specs.push_back(run.spec);
+  CHECK(specs == std::vector<std::string>{"edges", "scaled-edges", "special", "special:n=16384", "normal:n=65536,seed=1",
+                                          "outliers:n=65536,seed=2", "lognormal:n=65536,seed=3"});
+  specs.clear();
+  for (const InputRun& run : default_input_runs(*find_format("coat.fake.symm"))) specs.push_back(run.spec);
+  CHECK(specs == std::vector<std::string>{"special", "special:n=288", "normal:n=4096,seed=1", "outliers:n=4096,seed=2",
+                                          "lognormal:n=4096,seed=3"});
 }
 
 namespace {
@@ -148,7 +203,16 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       // the default battery's steps with weight_decay 0.01 (and the golden AdamW steps)
       {"mutant_decay_after_update", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1"},
       {"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
-      {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"}};
+      {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"},
+      // COAT's 2-D formats on their generated tiles: x * (1/S) only on the FP8 edges in groups led by an
+      // absmax of 1 (every golden case passes it: below), all the variant
+      {"mutant_coat_act_reciprocal", "MISMATCH edges", "codes", "arithmetic-variant", "reciprocal"},
+      // a NaN-propagating group max: the special values cycled over a tile give groups with a NaN
+      // and finite values; each NaN scale is the root cause of its group's codes
+      {"mutant_coat_act_max_keeps_nan", "MISMATCH special.n2048", "scale", "genuine"},
+      {"mutant_coat_symm_absmax_ignores_nan", "MISMATCH special.n288", "scale", "genuine"},
+      // y_t = y^T: every random input (groups along the wrong axis get other scales)
+      {"mutant_coat_transposed_rows", "MISMATCH normal.n4096.seed1", "scale_t", "genuine"}};
   std::map<std::string, std::set<std::string>> classes_of;  // mutant -> every class its report shows
   std::map<std::string, std::string> output_of;              // mutant -> verify's output
   for (const Mutant& m : mutants) {
@@ -207,9 +271,11 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
   CHECK(variant.contains("mutant_adam_no_fma"));
   CHECK(variant.contains("mutant_fp8_element_reciprocal"));
   CHECK(variant.contains("mutant_fp8_scale_reciprocal"));
+  CHECK(variant.contains("mutant_coat_act_reciprocal"));
   for (const char* other : {"mutant_fp8_ties_away", "mutant_flush_subnormal", "mutant_fp8_nan_sign", "mutant_fp8_nan_payload",
                             "mutant_fp8_saturate", "mutant_fp8_overflow_nan", "mutant_bf16_scale", "mutant_coat_k_not_floored",
-                            "mutant_coat_centre_one_sqrt"})
+                            "mutant_coat_centre_one_sqrt", "mutant_coat_act_max_keeps_nan", "mutant_coat_symm_absmax_ignores_nan",
+                            "mutant_coat_transposed_rows"})
     CHECK_MESSAGE(!variant.contains(other), other);
   using Set = std::set<std::string>;
   CHECK(classes_of["mutant_reciprocal"] == Set{"arithmetic-variant"});
@@ -220,6 +286,15 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
   CHECK(classes_of["mutant_fp8_element_reciprocal"] == Set{"arithmetic-variant"});
   CHECK(output_of["mutant_fp8_element_reciprocal"].find("MISMATCH scaled-edges") != std::string::npos);
   CHECK(output_of["mutant_fp8_element_reciprocal"].find("MISMATCH special") == std::string::npos);
+  // COAT's reciprocal: the generated edges and scaled-edges catch it, nothing else (the random inputs
+  // and every golden case pass it: without the 2-D battery verify could not see it)
+  CHECK(classes_of["mutant_coat_act_reciprocal"] == Set{"arithmetic-variant"});
+  CHECK(output_of["mutant_coat_act_reciprocal"].find("MISMATCH scaled-edges") != std::string::npos);
+  CHECK(output_of["mutant_coat_act_reciprocal"].find("MISMATCH golden") == std::string::npos);
+  CHECK(output_of["mutant_coat_act_reciprocal"].find("ok       golden") != std::string::npos);
+  CHECK(output_of["mutant_coat_act_reciprocal"].find("MISMATCH normal") == std::string::npos);
+  CHECK(classes_of["mutant_coat_act_max_keeps_nan"] == Set{"genuine", "scale-propagated"});
+  CHECK(classes_of["mutant_coat_symm_absmax_ignores_nan"] == Set{"genuine", "scale-propagated"});
   // the differing scales are the variant; the codes and dequantized values of their blocks follow from them
   CHECK(classes_of["mutant_fp8_scale_reciprocal"] == Set{"arithmetic-variant", "scale-propagated"});
   // ties down: on torchao's own boundary test or the exact midpoint; where x * (1/s) falls below the

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "lowbit/file_input.hpp"
+#include "lowbit/input_shape.hpp"
 
 namespace lowbit {
 
@@ -108,10 +109,13 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
   if (spec.kind == "file") return for_each_file_case(format, params, spec, steps, made_by, run);
   const std::string stem = case_stem(spec, format, params);
   if (!format.fresh_state) {
-    const std::vector<float> values = generate_inputs(spec, format, params);
+    std::vector<float> values = generate_inputs(spec, format, params);
+    // a 2-D format's input as whole tiles (the fixed lists padded with zeros), said in the metadata
+    const InputShape shape = input_shape(spec, format, params, values.size());
+    values.resize(values.size() + shape.padding, 0.0f);
     Case in;
-    in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(values.size())}, values));
-    std::string described = spec.text;
+    in.add(Tensor::from_f32("input", shape.shape, values));
+    std::string described = spec.text + shape.described;
     if (const std::size_t zeros = special_padding(spec, format, params))
       described += " (padded with " + std::to_string(zeros) + " zeros to a whole block of " +
                    std::to_string(values.size()) + ": " + format.name + " quantizes whole blocks only)";
@@ -150,12 +154,25 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
   std::vector<InputRun> runs;
   auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
   if (f.edge_inputs) push("edges");
-  if (f.edge_inputs && f.default_params.contains("block_size")) push("scaled-edges");
-  push("special");  // 18 values: one partial block (a whole-block format pads them to one block)
+  if (f.edge_inputs && !edge_block_param(defaults).empty()) push("scaled-edges");
+  push("special");  // 18 values: one partial block (a whole-block or 2-D format pads them to one block or tile)
   // the special values again, cycled over one whole block, for the formats that quantize whole
-  // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format
-  if (f.default_params.contains("block_size")) push("special:n=" + f.default_params.at("block_size").dump());
-  for (const char* s : {"normal:n=4096,seed=1", "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3"}) push(s);
+  // blocks only (torchao refuses the partial one): a NaN and an Inf in a block, for every format;
+  // for a 2-D format over whole tiles, at least 288 values: the cycle of 18 over 9 groups of 16 puts
+  // every rotation of the list in a group (NaN without Inf, Inf without NaN, both)
+  if (f.input_tile) {
+    const InputTile t = f.input_tile(defaults);
+    const std::int64_t area = t.rows * t.cols;
+    push("special:n=" + std::to_string(area * ((288 + area - 1) / area)));
+  } else if (defaults.contains("block_size")) {
+    push("special:n=" + defaults.at("block_size").dump());
+  }
+  const std::string n = std::to_string(battery_count(f, defaults));
+  for (const char* s : {"normal:n={},seed=1", "outliers:n={},seed=2", "lognormal:n={},seed=3"}) {
+    std::string spec = s;
+    spec.replace(spec.find("{}"), 2, n);
+    push(spec);
+  }
   return runs;
 }
 

@@ -72,17 +72,8 @@ void check_group(int qb) {
 // NaN-ignoring max of |x| (tl.max with maxnum; numpy nanmax in the interpreter); all NaN gives NaN.
 float amax(const float* p, std::int64_t count, std::int64_t stride) {
   float best = std::numeric_limits<float>::quiet_NaN();
-  for (std::int64_t i = 0; i < count; ++i) {
-    const float a = std::fabs(p[i * stride]);
-    if (std::isnan(a)) continue;
-    if (std::isnan(best) || a > best) best = a;
-  }
+  for (std::int64_t i = 0; i < count; ++i) best = absmax_step(best, p[i * stride]);
   return best;
-}
-
-// S = div(RN(amax + 1e-10f), fp8_max)
-float group_scale(float amax_value, const Options& o) {
-  return div(amax_value + kScaleMinThres, fp8_max(o.fp8), o.division);
 }
 
 // 1 x QB groups along each row of a rows x cols view of x (element (r, c) at r * row_stride +
@@ -133,6 +124,17 @@ std::uint16_t cast_bf16(float x, Casts c) {
 }
 
 float stored_scale(float s, ScaleDtype d, Casts c) { return d == ScaleDtype::F32 ? s : widen_bf16(cast_bf16(s, c)); }
+
+float absmax_step(float best, float x) {
+  const float a = std::fabs(x);
+  if (std::isnan(a)) return best;
+  return std::isnan(best) || a > best ? a : best;
+}
+
+// S = div(RN(amax + 1e-10f), fp8_max)
+float group_scale(float amax_value, const Options& o) {
+  return div(amax_value + kScaleMinThres, fp8_max(o.fp8), o.division);
+}
 
 // Reference: COAT 80ec99f coat/activation/real_quantization/_quantize.py fp8_quantize (_fp8_quantize_kernel lines 74-90)
 Quantized quantize_pergroup(std::span<const float> x, std::int64_t m, std::int64_t n, const Options& o) {

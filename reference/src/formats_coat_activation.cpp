@@ -1,6 +1,11 @@
 // Registry entries of COAT's activation formats: coat.act.* (docs/formats/coat-activation.md).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
+#include "fp8_edges.hpp"
 #include "lowbit/coat_activation.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
@@ -90,6 +95,81 @@ TensorSpec matrix_input() { return {"input", {.dtypes = {DType::F32, DType::BF16
 Schema codes_like(ShapeRule shape) { return {.dtypes = {DType::F8_E4M3, DType::F8_E5M2}, .shape = std::move(shape)}; }
 Schema scale_of(const std::string& codes) { return {.dtypes = {DType::BF16, DType::F32}, .shape = entry_per_block_of(codes)}; }
 
+// Why a code of `codes` or `codes_t` differs. Its group's fp32 scale S is recomputed from the input
+// (the reference's NaN-ignoring absmax and group_scale over the code's group or tile; per tensor the
+// stored scale, which the codes divide by); then: where x / S gives the expected code and the other
+// arithmetic (x * (1 / S) for IEEE division, x / S for div-full) the actual one, that arithmetic
+// variant; neighbouring codes, a tie or a near-boundary of x / S; else genuine. Each with the input,
+// x / S and S.
+ElementExplainer act_code_explainer(const Case& e, const Case& a, const std::string& tensor) {
+  if (tensor != "codes" && tensor != "codes_t") return {};
+  const Tensor* want = e.find(tensor);
+  const Tensor* got = a.find(tensor);
+  const Tensor* input = e.find("input");
+  if (!want || !got || !input || want->dtype != got->dtype || want->bytes.size() != got->bytes.size() ||
+      input->shape.size() != 2 || input->element_count() != want->bytes.size())
+    return {};
+  const auto f = fp8::format_of_dtype(want->dtype);
+  if (!f) return {};
+  Options o = options_from(resolve_params(*find_format(e.format()), e.params()));
+  o.fp8 = *f;
+  const std::int64_t m = input->shape[0], n = input->shape[1];
+  const bool transposed = tensor == "codes_t";  // N x M: element i is x[i % M][i / M]
+  auto x_of = [input, m, n, transposed](std::size_t i) {
+    return input->value_as_float(transposed ? (i % m) * n + i / m : i);
+  };
+  const BlockMap groups = block_map(e, tensor);
+  std::vector<float> s(groups.blocks, std::numeric_limits<float>::quiet_NaN());
+  if (e.format() == "coat.act.pertensor.groupscale") {
+    std::fill(s.begin(), s.end(), e.require("scale").value_as_float(0));
+  } else {
+    for (std::size_t i = 0; i < want->bytes.size(); ++i) s[groups.block_of(i)] = absmax_step(s[groups.block_of(i)], x_of(i));
+    for (float& v : s) v = group_scale(v, o);
+  }
+  return [want, got, x_of, groups, s = std::move(s), o](std::size_t i) -> Explanation {
+    Explanation why;
+    const float x = x_of(i), scale = s[groups.block_of(i)];
+    const float y = div(x, scale, o.division);
+    why.input = x;
+    why.scale = scale;
+    why.scaled = y;
+    const std::uint8_t ce = want->bytes[i], ca = got->bytes[i];
+    const float ve = fp8::decode(o.fp8, ce), va = fp8::decode(o.fp8, ca);
+    if (!std::isfinite(scale) || scale == 0.0f || std::isnan(ve) || std::isnan(va)) return why;
+    const bool ieee = o.division == Division::Ieee;
+    const float other = ieee ? x * (1.0f / scale) : x / scale;
+    if (cast_fp8(y, o.fp8, o.casts) == ce && cast_fp8(other, o.fp8, o.casts) == ca) {
+      why.cls = MismatchClass::ArithmeticVariant;
+      why.variant = ieee ? "reciprocal" : "division";
+    } else if (std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) == 1) {
+      Explanation near = explain_neighbours(y, std::min(ve, va), std::max(ve, va));
+      near.input = why.input;
+      near.scale = why.scale;
+      return near;
+    }
+    return why;
+  };
+}
+
+// Generated inputs (input_shape.hpp): whole tiles of the kernel's shape rule for the params, the
+// reference's own checks (coat_activation.cpp) in words: rows_per_qb QB x cols_per_qb QB.
+InputTile group_tile(const nlohmann::json& p, std::int64_t rows_per_qb, std::int64_t cols_per_qb) {
+  const auto qb = static_cast<std::int64_t>(positive_size_param(p, "group_size"));
+  const std::string g = " (group_size " + std::to_string(qb) + ")";
+  return {rows_per_qb * qb, cols_per_qb * qb,
+          "M % " + std::to_string(rows_per_qb * qb) + " == 0 and N % " + std::to_string(cols_per_qb * qb) + " == 0" + g};
+}
+
+// The E4M3 or E5M2 grid's thresholds in blocks led by an absmax of 1: S = RN((1 + 1e-10f) / fp8_max) =
+// RN(1 / fp8_max), not a power of two, so that x / S and x * (1 / S) disagree near some thresholds.
+// A block is a group (1 x QB: a shaped input's rows are whole groups) or, per block, a QB x QB tile
+// (one tile wide, a tile is QB * QB consecutive values), so that scaled-edges' scales are the tiles'.
+std::vector<float> group_edges(const nlohmann::json& p, bool tiles) {
+  const std::size_t qb = positive_size_param(p, "group_size");
+  return codebook_edges(fp8_grid_over_absmax(fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8")),
+                        tiles ? qb * qb : qb);
+}
+
 }  // namespace
 
 void register_coat_activation_formats(std::vector<FormatSpec>& out) {
@@ -112,6 +192,9 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     };
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
+    f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 2, 4); };  // M % 2QB, N % 4QB
+    f.explain = act_code_explainer;
+    f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
     out.push_back(std::move(f));
   }
   {
@@ -147,6 +230,9 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
       for (std::size_t i = 0; i < q.size(); ++i) v[i] = fp8::decode(f, q[i]) * s;
       return v;
     };
+    f.input_tile = [](const nlohmann::json&) { return InputTile{32, 64, "M % 32 == 0 and N % 64 == 0 (group_size 16)"}; };
+    f.explain = act_code_explainer;
+    f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
     out.push_back(std::move(f));
   }
   {
@@ -173,6 +259,9 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     };
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
+    f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 1, 1); };  // M, N multiples of QB
+    f.explain = act_code_explainer;
+    f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
     out.push_back(std::move(f));
   }
   {
@@ -195,6 +284,9 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     };
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
+    f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 1, 1); };  // QB x QB tiles
+    f.explain = act_code_explainer;
+    f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, true); };
     out.push_back(std::move(f));
   }
 }

@@ -95,6 +95,12 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     };
     f.dequantize_reads = {"rq"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("rq").f32(); };
+    // generated inputs as whole row_block x col_block tiles (a whole axis, -1, fits any extent)
+    f.input_tile = [](const nlohmann::json& p) {
+      const std::int64_t r = extent_param(param_extent_or_whole_axis("row_block"), p);
+      const std::int64_t c = extent_param(param_extent_or_whole_axis("col_block"), p);
+      return InputTile{r < 0 ? 1 : r, c < 0 ? 1 : c, "row_block divides M and col_block divides N"};
+    };
     out.push_back(std::move(f));
   }
 }

@@ -18,6 +18,7 @@
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/narrow16.hpp"
 #include "formats_optimizer_io.hpp"
+#include "fp8_edges.hpp"
 
 namespace lowbit {
 
@@ -210,32 +211,6 @@ ElementExplainer torchao_fp8_scale_explainer(const Case& e, const Case& a, std::
   };
 }
 
-// Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the
-// division and for the reciprocal alike) holding every code value, every midpoint and the binary32
-// neighbours of each midpoint, both signs, zeros and subnormals.
-std::vector<float> codebook_edges(const std::vector<float>& q, std::size_t block_size) {
-  std::vector<float> v;
-  const float inf = std::numeric_limits<float>::infinity();
-  for (std::size_t i = 0; i < q.size(); ++i) {
-    v.push_back(q[i]);
-    if (i + 1 == q.size()) break;
-    const float mid = (q[i] + q[i + 1]) * 0.5f;
-    v.push_back(std::nextafter(mid, -inf));
-    v.push_back(mid);
-    v.push_back(std::nextafter(mid, inf));
-  }
-  for (float s : {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min(), 1e-30f})
-    v.push_back(s);
-  // every block gets its own absmax of exactly 1 as the first element
-  std::vector<float> out;
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    if (out.size() % block_size == 0) out.push_back(1.0f);
-    out.push_back(v[k]);
-  }
-  while (out.size() % block_size) out.push_back(0.0f);
-  return out;
-}
-
 // ---- round trips (lowbit audit) -------------------------------------------------------------------
 
 // The audit's block sizes: any power of two (the audit asks for 16..65536).
@@ -367,19 +342,6 @@ fp8::NanWidening widening_from(const nlohmann::json& p) {
   throw std::runtime_error("nan_widening must be c10, quiet or avx512 (got '" + w + "')");
 }
 
-// The E4M3 grid in units of a block's absmax (every finite code's value / 448, ascending), for the two
-// block-wise E4M3 formats whose scale is amax / 448 (torchao.fp8, fp8.perblock.e4m3): its midpoints
-// are the cast's decision thresholds in a block led by an absmax of 1, where they lie near x / scale =
-// a midpoint; scaled-edges moves them under other scales, where x / s and x * (1 / s) disagree.
-std::vector<float> e4m3_grid_over_absmax() {
-  using fp8::E4M3FN;
-  const float max = fp8::decode<E4M3FN>(E4M3FN::max_finite);  // 448
-  std::vector<float> q;
-  for (unsigned c = E4M3FN::max_finite; c >= 1; --c) q.push_back(-fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
-  for (unsigned c = 0; c <= E4M3FN::max_finite; ++c) q.push_back(fp8::decode<E4M3FN>(static_cast<std::uint8_t>(c)) / max);
-  return q;
-}
-
 FormatSpec torchao_fp8_format() {
   FormatSpec f;
   f.name = "torchao.fp8";
@@ -416,7 +378,7 @@ FormatSpec torchao_fp8_format() {
   // The cast's decision thresholds after torchao's own scale computation: blocks led by an absmax of 1
   // (scale RN(1 / 448), not a power of two, so x / s and x * (1 / s) already disagree near some
   // midpoints), and scaled-edges under other absmaxes, where amax / 448 and amax * (1 / 448) differ too.
-  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(e4m3_grid_over_absmax(), block_size_from(p)); };
+  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(fp8_grid_over_absmax(fp8::FormatId::E4M3FN), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::torchao_fp8_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p),
@@ -458,7 +420,7 @@ FormatSpec fp8_perblock_format() {
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     return fp8_state_explainer(e, a, tensor, fp8::cuda_satfinite());
   };
-  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(e4m3_grid_over_absmax(), block_size_from(p)); };
+  f.edge_inputs = [](const nlohmann::json& p) { return codebook_edges(fp8_grid_over_absmax(fp8::FormatId::E4M3FN), block_size_from(p)); };
   f.dequantize_reads = {"codes", "scale"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p));
@@ -590,6 +552,48 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
 }
 
 }  // namespace
+
+// Inputs at the codebook's boundaries: a block whose absmax is 1 (so y = x exactly, for the
+// division and for the reciprocal alike) holding every code value, every midpoint and the binary32
+// neighbours of each midpoint, both signs, zeros and subnormals.
+std::vector<float> codebook_edges(const std::vector<float>& q, std::size_t block_size) {
+  std::vector<float> v;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < q.size(); ++i) {
+    v.push_back(q[i]);
+    if (i + 1 == q.size()) break;
+    const float mid = (q[i] + q[i + 1]) * 0.5f;
+    v.push_back(std::nextafter(mid, -inf));
+    v.push_back(mid);
+    v.push_back(std::nextafter(mid, inf));
+  }
+  for (float s : {0.0f, -0.0f, std::numeric_limits<float>::denorm_min(), -std::numeric_limits<float>::min(), 1e-30f})
+    v.push_back(s);
+  // every block gets its own absmax of exactly 1 as the first element
+  std::vector<float> out;
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    if (out.size() % block_size == 0) out.push_back(1.0f);
+    out.push_back(v[k]);
+  }
+  while (out.size() % block_size) out.push_back(0.0f);
+  return out;
+}
+
+// The FP8 grid in units of a block's absmax (every finite code's value / the largest, 448 or 57344,
+// ascending), for the block-wise FP8 formats whose scale is amax / that largest value (torchao.fp8,
+// fp8.perblock.e4m3, COAT's group and block quantizers): its midpoints are the cast's decision
+// thresholds in a block led by an absmax of 1, where they lie near x / scale = a midpoint; scaled-edges
+// moves them under other scales, where x / s and x * (1 / s) disagree.
+std::vector<float> fp8_grid_over_absmax(fp8::FormatId id) {
+  return fp8::dispatch(id, [](auto traits) {
+    using F = decltype(traits);
+    const float max = fp8::decode<F>(F::max_finite);
+    std::vector<float> q;
+    for (unsigned c = F::max_finite; c >= 1; --c) q.push_back(-fp8::decode<F>(static_cast<std::uint8_t>(c)) / max);
+    for (unsigned c = 0; c <= F::max_finite; ++c) q.push_back(fp8::decode<F>(static_cast<std::uint8_t>(c)) / max);
+    return q;
+  });
+}
 
 void register_codebook_formats(std::vector<FormatSpec>& out) {
   out.push_back(table_format("torchao.qmap", "torchao 0.18 optim/quant_utils.py create_dynamic_map; subclass_4bit.py", "signed8",

@@ -126,15 +126,22 @@ InputSpec parse_input_spec(const std::string& text) {
   return s;
 }
 
+std::string edge_block_param(const nlohmann::json& params) {
+  for (const char* key : {"block_size", "group_size"})
+    if (params.contains(key)) return key;
+  return "";
+}
+
 // The format's boundary values (its edges: blocks led by an absmax of 1) under block scales that are
 // not powers of two, each value also nudged 1 and 2 ulps either way (not the absmax): where under a
 // scale of 1 x / s and x * (1 / s) agree, here they, fused and unfused products, and the tie rules
 // disagree somewhere, so a kernel with one of these variants cannot pass.
 std::vector<float> scaled_edges(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
-  if (!format.edge_inputs || !params.contains("block_size"))
+  const std::string block_param = edge_block_param(params);
+  if (!format.edge_inputs || block_param.empty())
     throw std::invalid_argument("input spec '" + spec.text + "': scaled-edges needs a block-wise format with an edge-case "
                                 "generator" + (format.name.empty() ? std::string() : " (" + format.name + " is not one)"));
-  const std::size_t block = positive_size_param(params, "block_size");
+  const std::size_t block = positive_size_param(params, block_param.c_str());
   const std::vector<float> base = format.edge_inputs(params);  // whole blocks, each led by its absmax 1
   const float inf = std::numeric_limits<float>::infinity();
   std::vector<float> out;

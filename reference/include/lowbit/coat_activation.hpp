@@ -37,6 +37,11 @@ std::uint8_t cast_fp8(float x, fp8::FormatId f, Casts c);
 std::uint16_t cast_bf16(float x, Casts c);
 // The stored scale as float32 bits' value: bf16(S) widened, or S.
 float stored_scale(float s, ScaleDtype d, Casts c);
+// One step of a group's absmax: max(best, |x|) with NaN ignored (tl.max is maxnum; the interpreter's
+// np.nanmax); start from NaN, which an all-NaN group keeps.
+float absmax_step(float best, float x);
+// A group's fp32 scale S = div(RN(amax + 1e-10f), fp8_max), from which its codes are made.
+float group_scale(float amax, const Options& o);
 
 struct Quantized {
   std::vector<std::uint8_t> codes;  // M x N (or N x M for the transposed part)

@@ -44,6 +44,13 @@ struct BlockSizes {
   std::string refusal(std::size_t block_size) const;
 };
 
+// The smallest whole piece of a 2-D format's input (FormatSpec::input_tile): rows x cols, and the
+// shape rule it stands for in words, for the errors of an input that cannot be shaped.
+struct InputTile {
+  std::int64_t rows = 1, cols = 1;
+  std::string rule;  // "M % 32 == 0 and N % 64 == 0 (group_size 16)"
+};
+
 // Why element i of one output tensor differs, in one comparison (FormatSpec::explain makes it).
 using ElementExplainer = std::function<Explanation(std::size_t i)>;
 
@@ -79,6 +86,10 @@ struct FormatSpec {
   // The input must be whole blocks of the param block_size (torchao): golden generate and verify pad
   // the fixed special list with +0.0 to one (docs/golden-files.md, "special on whole-block formats").
   bool whole_blocks = false;
+  // A 2-D format (COAT's activations, coat.fake.symm): the tile its generated inputs are made of, for
+  // the params. golden generate, verify and default_inputs shape a generated input as whole tiles
+  // (input_shape.hpp); std::invalid_argument for params that make no tile. Empty: 1-D inputs.
+  std::function<InputTile(const nlohmann::json& params)> input_tile;
 
   // The declaration of a tensor among the inputs, optional inputs and outputs; null when none.
   const TensorSpec* tensor(std::string_view name) const;

@@ -67,6 +67,10 @@ std::vector<float> adam_moment(const AdamSpec& spec);
 // std::invalid_argument on a bad spec.
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
+// The parameter that sizes the blocks of a format's edges (block_size; COAT's group_size: each block
+// of its edges is led by an absmax of 1), or "" for a format without blocks: scaled-edges needs one.
+std::string edge_block_param(const nlohmann::json& params);
+
 // The +0.0 values generate_inputs appends to `special` without n for a format that quantizes whole
 // blocks only (FormatSpec::whole_blocks): up to the next multiple of its block_size; 0 otherwise. A
 // zero never raises a block's absmax, so the 18 values keep the scale they have alone (their NaN
