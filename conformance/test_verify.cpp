@@ -111,7 +111,7 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
   CHECK(generated_input("coat.act.perblock", "normal:n=32768").require("input").shape == std::vector<std::int64_t>{256, 128});
   CHECK(generated_input("coat.act.pergroup.transposed", "edges").require("input").shape[1] == 16);
   CHECK(generated_input("coat.fake.symm", "special:n=288").require("input").shape == std::vector<std::int64_t>{18, 16});
-  // a count that is not whole tiles: the spec, the tile and the rule named
+  // a count that is not whole tiles: the input spec, the tile and the rule named
   CHECK_THROWS_WITH_AS(generated_input("coat.act.pergroup", "normal:n=100"),
                        "input spec 'normal:n=100': coat.act.pergroup takes a 2-D input of whole 32 x 64 tiles (M % 32 == 0 "
                        "and N % 64 == 0 (group_size 16)): 100 values are not; give n a multiple of 2048",

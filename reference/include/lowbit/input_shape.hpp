@@ -21,8 +21,8 @@ struct InputShape {
   std::string described;            // for the case's input metadata (" (shaped 64 x 64: ...)"); empty for 1-D
 };
 
-// count: the values the spec generated. std::invalid_argument naming the spec, the format, its tile and
-// rule, when the count is 0 or (not a fixed list) not whole tiles.
+// count: the values the input spec generated. std::invalid_argument naming the input spec, the
+// format, its tile and rule, when the count is 0 or (not a fixed list) not whole tiles.
 InputShape input_shape(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params, std::size_t count);
 
 // The count of the default battery's random inputs: 4096, or for a 2-D format whole tiles, at least
