@@ -8,7 +8,9 @@
 //   - verify's generated battery for these formats (a parameter and fresh state, 3 steps);
 //   - random bit patterns (NaN payloads, infinities, subnormals) in the parameter, the gradient, the
 //     codes, the scales and the dense values, ragged sizes (dense fallback, partial bitsandbytes tail
-//     blocks, fewer blocks than threads), every option.
+//     blocks, fewer blocks than threads, several chunks per thread), every option; codebook states
+//     with torchao's search table too.
+// The scalar steps requantize with the block-wise scalar definitions (blockwise::scalar).
 // The mutants at the end show that these inputs separate the variants a wrong fast step would have
 // (the lerp unfused, x * (1 / sqrt_bc2) in the denominator), so equality here is not vacuous.
 #include <doctest/doctest.h>
@@ -24,6 +26,7 @@
 #include "formats_optimizer_io.hpp"  // the registry's readers of a step case (engine-private)
 #include "fast_path_fixture.hpp"
 #include "golden_fixture.hpp"
+#include "lowbit/blockwise.hpp"
 #include "lowbit/case_maker.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/formats.hpp"
@@ -123,19 +126,25 @@ std::string torchao_difference(const TorchaoState_& got, const TorchaoState_& wa
 // Every step of the problem: fast (each level, each thread count) == scalar, from the scalar's state.
 void check_torchao(const TorchaoProblem& p) {
   TorchaoState_ state = p.state;
+  const std::size_t saved_threshold = blockwise::search_table_min_elements;
   for (std::size_t k = 0; k < p.grads.size(); ++k) {
     TorchaoState_ want = state;
     torchao_step(want, p, p.grads[k], false, 1, p.h);
     for (simd::Level level : levels()) {
       PinnedLevel pin(level);
-      for (int threads : kThreadCounts) {
-        TorchaoState_ got = state;
-        torchao_step(got, p, p.grads[k], true, threads, p.h);
-        const std::string d = torchao_difference(got, want);
-        INFO(p.name << ", step " << k + 1 << " of " << p.grads.size() << ", " << got.param.size() << " elements, "
-                    << simd::level_name(level) << ", " << threads << " threads");
-        if (!d.empty()) FAIL_CHECK(d);
-      }
+      for (int threads : kThreadCounts)
+        // torchao's search with its bucket table and without (blockwise.hpp search_table_min_elements)
+        for (bool table : {false, true}) {
+          if (table && (p.o.kind != TorchaoState::Codebook || threads == 2 || threads == 7)) continue;
+          blockwise::search_table_min_elements = table ? 0 : SIZE_MAX;
+          TorchaoState_ got = state;
+          torchao_step(got, p, p.grads[k], true, threads, p.h);
+          blockwise::search_table_min_elements = saved_threshold;
+          const std::string d = torchao_difference(got, want);
+          INFO(p.name << ", step " << k + 1 << " of " << p.grads.size() << ", " << got.param.size() << " elements, "
+                      << simd::level_name(level) << ", " << threads << " threads" << (table ? ", search table" : ""));
+          if (!d.empty()) FAIL_CHECK(d);
+        }
     }
     state = std::move(want);
   }
@@ -337,7 +346,10 @@ TEST_CASE("fast torchao steps equal the scalar definition on random bit patterns
   const Layout layouts[] = {{TorchaoState::Codebook, 256, 8192}, {TorchaoState::Codebook, 128, 4096 + 128},
                             {TorchaoState::Codebook, 32, 64},    {TorchaoState::Fp8, 256, 4096},
                             {TorchaoState::Fp8, 32, 96},         {TorchaoState::Dense, 0, 4099},
-                            {TorchaoState::Dense, 0, 16384 * 2 + 5}, {TorchaoState::Dense, 0, 7}};
+                            {TorchaoState::Dense, 0, 16384 * 2 + 5}, {TorchaoState::Dense, 0, 7},
+                            // more than one chunk per thread (optimizer_torchao.cpp kChunk: 8192 elements), a short last one
+                            {TorchaoState::Codebook, 32, 8192 * 2 + 32 * 5}, {TorchaoState::Codebook, 128, 128 * 200},
+                            {TorchaoState::Fp8, 4096, 4096 * 5}};
   int problems = 0;
   for (const Layout& l : layouts)
     for (bool bf16 : {false, true})
@@ -383,7 +395,7 @@ TEST_CASE("fast torchao steps equal the scalar definition on random bit patterns
             check_torchao(p);
             ++problems;
           }
-  CHECK(problems >= 60);
+  CHECK(problems >= 80);
 }
 
 TEST_CASE("fast bitsandbytes steps equal the scalar definition on random bit patterns, partial tail blocks") {
@@ -391,7 +403,9 @@ TEST_CASE("fast bitsandbytes steps equal the scalar definition on random bit pat
   const std::vector<float> dyn_signed = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
                            dyn_unsigned = codebook::dynamic_map(false, 7, 8, codebook::Linspace::Fma, true);
   int problems = 0;
-  for (std::size_t n : {std::size_t{8192}, std::size_t{1000}, std::size_t{256 * 9 + 17}, std::size_t{5}, std::size_t{0}})
+  // (optimizer_bnb.cpp kChunk, 8192 elements: several chunks per thread, the last with the partial tail block)
+  for (std::size_t n : {std::size_t{8192}, std::size_t{1000}, std::size_t{256 * 9 + 17}, std::size_t{5}, std::size_t{0},
+                        std::size_t{8192 * 3 + 300}})
     for (bool fused : {true, false})
       for (double wd : {0.0, 0.01}) {
         BnbProblem p;
@@ -407,7 +421,7 @@ TEST_CASE("fast bitsandbytes steps equal the scalar definition on random bit pat
         check_bnb(p);
         ++problems;
       }
-  CHECK(problems == 20);
+  CHECK(problems == 24);
 }
 
 TEST_CASE("fast steps refuse a thread count below 1 before they change anything") {

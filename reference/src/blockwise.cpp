@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "blockwise_blocks.hpp"
 #include "fast_ops.hpp"
 #include "fast_policy.hpp"
 #include "parallel_blocks.hpp"
@@ -204,9 +205,11 @@ std::vector<std::int32_t> build_search_buckets(std::span<const float> q, int thr
   return table;
 }
 
+}  // namespace
+
 // The tables of the last few codebooks used (4 MiB each), by the codebook's bytes.
-std::shared_ptr<const std::vector<std::int32_t>> search_buckets(std::span<const float> q, std::size_t elements,
-                                                                int threads) {
+std::shared_ptr<const std::vector<std::int32_t>> detail::search_buckets(std::span<const float> q, std::size_t elements,
+                                                                        int threads) {
   struct Entry {
     std::vector<float> qmap;
     std::shared_ptr<const std::vector<std::int32_t>> table;
@@ -222,6 +225,8 @@ std::shared_ptr<const std::vector<std::int32_t>> search_buckets(std::span<const 
                    std::make_shared<const std::vector<std::int32_t>>(build_search_buckets(q, threads))});
   return cache.back().table;
 }
+
+namespace {
 
 // torch_amax_abs from the kernel's two answers
 float torch_amax_of(const fast::AbsMax& m) { return m.has_nan ? lowbit::float_from_bits(0x7FC00000u) : m.max; }
@@ -311,19 +316,26 @@ void torchao_quantize_into(std::span<const float> x, std::span<const float> qmap
   if (!x.empty() && qmap.size() != 16 && qmap.size() != 256)  // (the scalar search's check, once)
     throw std::invalid_argument("torchao_search: qmap must have 16 or 256 entries");
   if (x.empty()) return;
+  const auto buckets = detail::search_buckets(qmap, x.size(), threads);
+  parallel::for_block_ranges(scale.size(), threads, [&](std::size_t first, std::size_t end) {
+    detail::torchao_quantize_blocks(x.subspan(first * block_size, (end - first) * block_size), qmap, block_size,
+                                    buckets ? buckets->data() : nullptr, codes.data() + first * block_size,
+                                    scale.data() + first);
+  });
+}
+
+void detail::torchao_quantize_blocks(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                                     const std::int32_t* buckets, std::uint8_t* codes, float* scale) {
   const fast::Ops& ops = fast::ops();
-  const auto buckets = search_buckets(qmap, x.size(), threads);
   const auto search = qmap.size() == 16 ? ops.torchao_search16 : ops.torchao_search256;
   const auto search_table = qmap.size() == 16 ? ops.torchao_search16_table : ops.torchao_search256_table;
-  parallel::for_block_ranges(scale.size(), threads, [&](std::size_t first, std::size_t end) {
-    for (std::size_t b = first; b < end; ++b) {
-      const float* block = x.data() + b * block_size;
-      const float s = clip_below(torch_amax_of(ops.abs_max(block, block_size)), kTorchaoScaleFloor);
-      scale[b] = s;
-      if (buckets) search_table(block, s, qmap.data(), buckets->data(), codes.data() + b * block_size, block_size);
-      else search(block, s, qmap.data(), codes.data() + b * block_size, block_size);
-    }
-  });
+  for (std::size_t b = 0; b < x.size() / block_size; ++b) {
+    const float* block = x.data() + b * block_size;
+    const float s = clip_below(torch_amax_of(ops.abs_max(block, block_size)), kTorchaoScaleFloor);
+    scale[b] = s;
+    if (buckets) search_table(block, s, qmap.data(), buckets, codes + b * block_size, block_size);
+    else search(block, s, qmap.data(), codes + b * block_size, block_size);
+  }
 }
 
 void torchao_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> scale,
@@ -410,7 +422,6 @@ void bnb_quantize_into(std::span<const float> x, std::span<const float> qmap, st
                        BnbBackend backend, bool vectorized_max, std::span<std::uint8_t> codes, std::span<float> scale,
                        int threads) {
   require_outputs(x.size(), block_size, codes.size(), scale.size());
-  const fast::Ops& ops = fast::ops();
   std::optional<codebook::BnbCpuLut> lut;
   if (backend == BnbBackend::CpuLut) lut.emplace(qmap);
   parallel::for_block_ranges(scale.size(), threads, [&](std::size_t first, std::size_t end) {
@@ -418,19 +429,26 @@ void bnb_quantize_into(std::span<const float> x, std::span<const float> qmap, st
       const auto block = block_of(x, b, block_size);
       std::uint8_t* out = codes.data() + b * block_size;
       switch (backend) {
-        case BnbBackend::CpuLut: {
-          const float absmax = ops.abs_max(block.data(), block.size()).max;  // NaN ignored
-          scale[b] = absmax;
-          if (absmax == 0.0f) std::fill_n(out, block.size(), std::uint8_t{0});
-          else ops.bnb_lut(block.data(), 1.0f / absmax, lut->table().data(), out, block.size());
-          break;
-        }
+        case BnbBackend::CpuLut: detail::bnb_lut_quantize_blocks(block, *lut, block_size, out, &scale[b]); break;
         // not vectorized (not the CPU library's path): the scalar blocks, threaded
         case BnbBackend::CudaIeee: scale[b] = bnb_cuda_block(block, qmap, out); break;
         case BnbBackend::Default: scale[b] = bnb_default_block(block, qmap, block.size() < block_size, vectorized_max, out); break;
       }
     }
   });
+}
+
+void detail::bnb_lut_quantize_blocks(std::span<const float> x, const codebook::BnbCpuLut& lut, std::size_t block_size,
+                                     std::uint8_t* codes, float* scale) {
+  const fast::Ops& ops = fast::ops();
+  for (std::size_t b = 0; b * block_size < x.size(); ++b) {
+    const auto block = block_of(x, b, block_size);
+    std::uint8_t* out = codes + b * block_size;
+    const float absmax = ops.abs_max(block.data(), block.size()).max;  // NaN ignored
+    scale[b] = absmax;
+    if (absmax == 0.0f) std::fill_n(out, block.size(), std::uint8_t{0});
+    else ops.bnb_lut(block.data(), 1.0f / absmax, lut.table().data(), out, block.size());
+  }
 }
 
 void bnb_dequantize_into(std::span<const std::uint8_t> codes, std::span<const float> absmax,

@@ -3,8 +3,10 @@
 #include <memory>
 #include <stdexcept>
 
+#include "blockwise_blocks.hpp"
 #include "fast_ops.hpp"
 #include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
 #include "lowbit/optimizer.hpp"
 #include "parallel_blocks.hpp"
 
@@ -61,41 +63,60 @@ void scalar::bnb_adam_cpu_step(std::span<float> param, std::span<const float> gr
     m[i] = e.exp_avg;
     v[i] = e.exp_avg_sq;
   }
+  // the quantizer's scalar definition (blockwise.hpp), so that the fast step is held to it
   auto requantize = [block_size](Moment& moment, const std::vector<float>& values) {
-    blockwise::Quantized q = blockwise::bnb_quantize(values, moment.qmap, block_size, blockwise::BnbBackend::CpuLut);
-    moment.codes = std::move(q.codes);
-    moment.scale = std::move(q.scale);
+    moment.codes.resize(values.size());
+    moment.scale.resize(blockwise::block_count(values.size(), block_size));
+    blockwise::scalar::bnb_quantize(values, moment.qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment.codes,
+                                    moment.scale);
   };
   requantize(exp_avg, m);
   requantize(exp_avg_sq, v);
 }
 
-// The fast path: the definition's stages on `threads` threads, into buffers allocated once per step
-// (the block-wise fast paths dequantize and requantize; fast_kernels.hpp bnb_adam_span updates
-// consecutive ranges of whole blocks). Each element alone, each block's absmax and codes from that
-// block alone: the definition's bytes for any thread count.
+// The fast path: the definition's stages in one pass over memory, on `threads` threads. Each thread
+// takes a range of consecutive blocks and walks it in chunks of about kChunk elements: the
+// dequantizer's fast path writes both moments into the thread's buffers (allocated once per step,
+// small enough to stay in cache), fast_kernels.hpp bnb_adam_span updates the chunk, and the CPU
+// lookup-table quantizer's block loop (blockwise_blocks.hpp, its tables built once per step) stores
+// it back into the same codes and absmax. Each element alone, each block's absmax and codes from that
+// block alone: the definition's bytes for any thread count and chunk size.
+namespace {
+constexpr std::size_t kChunk = 8192;  // elements per chunk (at least one block)
+}  // namespace
+
 void bnb_adam_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& exp_avg,
                        Moment& exp_avg_sq, const BnbAdamHyper& h, std::size_t block_size, int threads) {
   check_step_inputs(param, grad, exp_avg, exp_avg_sq);
   if (threads < 1) throw std::invalid_argument("bnb_adam_cpu_step: threads must be at least 1");
   const std::size_t n = param.size(), blocks = blockwise::block_count(n, block_size);
+  // what the definition's dequantizer and quantizer refuse, before anything changes
+  if (exp_avg.scale.size() < blocks || exp_avg_sq.scale.size() < blocks)
+    throw std::invalid_argument("too few scales for the codes");
+  const codebook::BnbCpuLut lut_m(exp_avg.qmap), lut_v(exp_avg_sq.qmap);
   const BnbAdamScalars s = bnb_adam_scalars(h, step);
-  // not zero-filled: every element is written by the dequantizer before it is read
-  const std::unique_ptr<float[]> m_storage = std::make_unique_for_overwrite<float[]>(n),
-                                 v_storage = std::make_unique_for_overwrite<float[]>(n);
-  const std::span<float> m(m_storage.get(), n), v(v_storage.get(), n);
-  blockwise::bnb_dequantize_into(exp_avg.codes, exp_avg.scale, exp_avg.qmap, block_size, m, threads);
-  blockwise::bnb_dequantize_into(exp_avg_sq.codes, exp_avg_sq.scale, exp_avg_sq.qmap, block_size, v, threads);
+  exp_avg.scale.resize(blocks);
+  exp_avg_sq.scale.resize(blocks);
+  const std::size_t chunk_blocks = std::max<std::size_t>(1, kChunk / block_size);
   const fast::Ops& ops = fast::ops();
   parallel::for_block_ranges(blocks, threads, [&](std::size_t first, std::size_t end) {
-    const std::size_t lo = first * block_size, hi = std::min(end * block_size, n);
-    ops.bnb_adam(param.data() + lo, grad.data() + lo, m.data() + lo, v.data() + lo, hi - lo, s);
+    const std::size_t room = std::min(std::min(end - first, chunk_blocks) * block_size, n);
+    // not zero-filled: every element is written by the dequantizer before it is read
+    const auto storage = std::make_unique_for_overwrite<float[]>(2 * room);
+    const std::span<float> m_all(storage.get(), room), v_all(storage.get() + room, room);
+    for (std::size_t b = first; b < end; b += chunk_blocks) {
+      const std::size_t e = std::min(b + chunk_blocks, end), lo = b * block_size, len = std::min(e * block_size, n) - lo;
+      const std::span<float> m = m_all.first(len), v = v_all.first(len);
+      for (auto [moment, values] : {std::pair{&exp_avg, m}, {&exp_avg_sq, v}})
+        blockwise::bnb_dequantize_into(std::span<const std::uint8_t>(moment->codes).subspan(lo, len),
+                                       std::span<const float>(moment->scale).subspan(b, e - b), moment->qmap, block_size,
+                                       values, 1);
+      ops.bnb_adam(param.data() + lo, grad.data() + lo, m.data(), v.data(), len, s);
+      blockwise::detail::bnb_lut_quantize_blocks(m, lut_m, block_size, exp_avg.codes.data() + lo, exp_avg.scale.data() + b);
+      blockwise::detail::bnb_lut_quantize_blocks(v, lut_v, block_size, exp_avg_sq.codes.data() + lo,
+                                                 exp_avg_sq.scale.data() + b);
+    }
   });
-  for (auto [moment, values] : {std::pair{&exp_avg, m}, {&exp_avg_sq, v}}) {
-    moment->scale.resize(blocks);
-    blockwise::bnb_quantize_into(values, moment->qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment->codes,
-                                 moment->scale, threads);
-  }
 }
 
 }  // namespace lowbit::optimizer

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <memory>
 #include <stdexcept>
+#include <string>
 
+#include "blockwise_blocks.hpp"
 #include "fast_ops.hpp"
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/blockwise.hpp"
@@ -35,11 +37,11 @@ void store(Moment& m, std::span<const float> values, const TorchaoAdamOptions& o
     for (std::size_t i = 0; i < values.size(); ++i) m.values[i] = round_to(o.param_dtype, values[i]);
     return;
   }
-  blockwise::Quantized q = o.kind == TorchaoState::Fp8
-                               ? blockwise::torchao_fp8_quantize(values, o.block_size, o.fp8_policy)
-                               : blockwise::torchao_quantize(values, m.qmap, o.block_size);
-  m.codes = std::move(q.codes);
-  m.scale = std::move(q.scale);
+  // the quantizers' scalar definitions (blockwise.hpp), so that the fast step is held to them
+  m.codes.resize(values.size());
+  m.scale.resize(blockwise::block_count(values.size(), o.block_size));
+  if (o.kind == TorchaoState::Fp8) blockwise::scalar::torchao_fp8_quantize(values, o.block_size, o.fp8_policy, m.codes, m.scale);
+  else blockwise::scalar::torchao_quantize(values, m.qmap, o.block_size, m.codes, m.scale);
 }
 
 std::size_t state_size(const Moment& m, TorchaoState kind) {
@@ -133,17 +135,57 @@ void scalar::torchao_adam_step(std::span<float> param, std::span<const float> gr
 }
 
 // ---- the fast path ---------------------------------------------------------------------------------
-// The same stages as the definition above, each on options.threads threads: the block-wise fast paths
-// dequantize into buffers allocated once per step (a dense state is updated in place), the vector
-// kernel (fast_kernels.hpp torchao_adam_span) updates consecutive ranges of whole blocks, and the
-// quantizers' fast paths store the moments. The bf16 write-back (and stochastic rounding) and a bf16
-// dense state's rounding stay scalar, per element, in the same threads: integer bit work on one
-// element at a time, not worth a kernel. No element depends on another, and each block's scale and
-// codes on that block alone, so the bytes are the definition's for any thread count.
+// The definition's stages in one pass over memory, on options.threads threads: each thread takes a
+// range of consecutive whole blocks and walks it in chunks of about kChunk elements; per chunk the
+// block-wise fast paths dequantize the moments into the thread's buffers (allocated once per step,
+// small enough to stay in cache), the vector kernel (fast_kernels.hpp torchao_adam_span) updates the
+// chunk, and the quantizers' block loops (blockwise_blocks.hpp, with the search table a whole-array
+// call would use) store it back into the same codes and scales. A dense state is updated in place.
+// The bf16 write-back (and stochastic rounding) and a bf16 dense state's rounding stay scalar, per
+// element, in the same threads: integer bit work on one element at a time, not worth a kernel. No
+// element depends on another, and each block's scale and codes on that block alone, so the bytes are
+// the definition's for any thread count and chunk size.
 
 namespace {
 
+constexpr std::size_t kChunk = 8192;  // elements per chunk of a quantized state (at least one block)
 constexpr std::size_t kDenseRange = 16384;  // a dense state has no blocks: the threads split it in these
+
+// What the definition's dequantizers and quantizers would refuse, checked before anything changes
+// (the fast path's threads must not throw).
+void check_quantized_layout(std::size_t n, const Moment& m, const TorchaoAdamOptions& o) {
+  if (o.block_size == 0) throw std::invalid_argument("block size must be positive");
+  if (n % o.block_size != 0)
+    throw std::invalid_argument("torchao quantizes whole blocks only: " + std::to_string(n) +
+                                " elements is not a multiple of block size " + std::to_string(o.block_size));
+  if (m.scale.size() < n / o.block_size) throw std::invalid_argument("too few scales for the codes");
+  if (o.kind == TorchaoState::Codebook && n > 0 && m.qmap.size() != 16 && m.qmap.size() != 256)
+    throw std::invalid_argument("torchao_search: qmap must have 16 or 256 entries");
+}
+
+// One moment's blocks [first, end) through the chunk: dequantized into `values`, and back.
+struct ChunkStore {
+  Moment* moment;
+  const TorchaoAdamOptions* o;
+  const std::int32_t* buckets;  // codebook states' search table, or null
+
+  void load(std::size_t first, std::size_t end, std::span<float> values) const {
+    const std::size_t b = o->block_size, lo = first * b, len = (end - first) * b;
+    const auto codes = std::span<const std::uint8_t>(moment->codes).subspan(lo, len);
+    const auto scale = std::span<const float>(moment->scale).subspan(first, end - first);
+    if (o->kind == TorchaoState::Fp8)
+      blockwise::torchao_fp8_dequantize_into(codes, scale, b, blockwise::NanWidening::Payload, values.first(len), 1);
+    else blockwise::torchao_dequantize_into(codes, scale, moment->qmap, b, values.first(len), 1);
+  }
+  void store(std::size_t first, std::size_t end, std::span<const float> values) const {
+    const std::size_t b = o->block_size, lo = first * b, len = (end - first) * b;
+    if (o->kind == TorchaoState::Fp8)
+      blockwise::torchao_fp8_quantize_into(values.first(len), b, o->fp8_policy, std::span(moment->codes).subspan(lo, len),
+                                           std::span(moment->scale).subspan(first, end - first), 1);
+    else blockwise::detail::torchao_quantize_blocks(values.first(len), moment->qmap, b, buckets, moment->codes.data() + lo,
+                                                    moment->scale.data() + first);
+  }
+};
 
 }  // namespace
 
@@ -153,46 +195,55 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
   check_step_inputs(n, grad.size(), exp_avg, exp_avg_sq, max_exp_avg_sq, o);
   if (o.threads < 1) throw std::invalid_argument("torchao_adam_step: threads must be at least 1");
   const bool dense = o.kind == TorchaoState::Dense;
+  std::vector<Moment*> moments = {&exp_avg, &exp_avg_sq};
+  if (max_exp_avg_sq) moments.push_back(max_exp_avg_sq);
+  if (!dense)
+    for (const Moment* m : moments) check_quantized_layout(n, *m, o);
   step += 1.0f;
   const TorchaoAdamScalars s = torchao_adam_scalars(h, step);
-  // not zero-filled: every element is written by the dequantizer before it is read
-  std::unique_ptr<float[]> m_buffer, v_buffer, max_buffer;
-  const auto old_values = [&](Moment& moment, std::unique_ptr<float[]>& storage) -> std::span<float> {
-    if (dense) return moment.values;  // updated in place
-    storage = std::make_unique_for_overwrite<float[]>(n);
-    const std::span<float> buffer(storage.get(), n);
-    if (o.kind == TorchaoState::Fp8)
-      blockwise::torchao_fp8_dequantize_into(moment.codes, moment.scale, o.block_size, blockwise::NanWidening::Payload,
-                                             buffer, o.threads);
-    else blockwise::torchao_dequantize_into(moment.codes, moment.scale, moment.qmap, o.block_size, buffer, o.threads);
-    return buffer;
-  };
-  const std::span<float> m = old_values(exp_avg, m_buffer), v = old_values(exp_avg_sq, v_buffer);
-  const std::span<float> v_max = max_exp_avg_sq ? old_values(*max_exp_avg_sq, max_buffer) : std::span<float>{};
   const fast::Ops& ops = fast::ops();
-  const std::size_t unit = dense ? kDenseRange : o.block_size;
   const bool bf16 = o.param_dtype == ParamDtype::BFloat16;
-  parallel::for_block_ranges(blockwise::block_count(n, unit), o.threads, [&](std::size_t first, std::size_t end) {
-    const std::size_t lo = first * unit, hi = std::min(end * unit, n);
-    ops.torchao_adam(param.data() + lo, grad.data() + lo, m.data() + lo, v.data() + lo,
-                     max_exp_avg_sq ? v_max.data() + lo : nullptr, hi - lo, s);
-    if (bf16) {
+  const auto write_back = [&](std::size_t lo, std::size_t hi) {
+    if (bf16)
       for (std::size_t i = lo; i < hi; ++i) param[i] = written(param[i], i, o);
-      if (dense)  // the state holds bf16 too (store's round_to), after the parameter used the float32 moments
-        for (const std::span<float> values : {m, v, v_max})
-          for (std::size_t i = lo; i < std::min(hi, values.size()); ++i) values[i] = round_to(o.param_dtype, values[i]);
+  };
+
+  if (dense) {  // in place, the moments' own values
+    parallel::for_block_ranges(blockwise::block_count(n, kDenseRange), o.threads, [&](std::size_t first, std::size_t end) {
+      const std::size_t lo = first * kDenseRange, hi = std::min(end * kDenseRange, n);
+      ops.torchao_adam(param.data() + lo, grad.data() + lo, exp_avg.values.data() + lo, exp_avg_sq.values.data() + lo,
+                       max_exp_avg_sq ? max_exp_avg_sq->values.data() + lo : nullptr, hi - lo, s);
+      write_back(lo, hi);
+      if (bf16)  // the state holds bf16 too (store's round_to), after the parameter used the float32 moments
+        for (Moment* m : moments)
+          for (std::size_t i = lo; i < hi; ++i) m->values[i] = round_to(o.param_dtype, m->values[i]);
+    });
+    return;
+  }
+
+  const std::size_t blocks = n / o.block_size, chunk_blocks = std::max<std::size_t>(1, kChunk / o.block_size);
+  std::vector<std::shared_ptr<const std::vector<std::int32_t>>> tables;  // kept alive for the step
+  std::vector<ChunkStore> stores;
+  for (Moment* m : moments) {
+    m->scale.resize(blocks);  // the definition's store leaves one scale per block
+    const auto table = o.kind == TorchaoState::Codebook ? blockwise::detail::search_buckets(m->qmap, n, o.threads) : nullptr;
+    tables.push_back(table);
+    stores.push_back({m, &o, table ? table->data() : nullptr});
+  }
+  parallel::for_block_ranges(blocks, o.threads, [&](std::size_t first, std::size_t end) {
+    const std::size_t room = std::min(end - first, chunk_blocks) * o.block_size;
+    // one buffer per moment, not zero-filled: every element is written by the dequantizer before it is read
+    const auto storage = std::make_unique_for_overwrite<float[]>(room * stores.size());
+    const auto buffer = [&](std::size_t k) { return std::span<float>(storage.get() + k * room, room); };
+    for (std::size_t b = first; b < end; b += chunk_blocks) {
+      const std::size_t e = std::min(b + chunk_blocks, end), lo = b * o.block_size, hi = e * o.block_size;
+      for (std::size_t k = 0; k < stores.size(); ++k) stores[k].load(b, e, buffer(k));
+      ops.torchao_adam(param.data() + lo, grad.data() + lo, buffer(0).data(), buffer(1).data(),
+                       max_exp_avg_sq ? buffer(2).data() : nullptr, hi - lo, s);
+      write_back(lo, hi);
+      for (std::size_t k = 0; k < stores.size(); ++k) stores[k].store(b, e, buffer(k));
     }
   });
-  if (dense) return;
-  const auto store_fast = [&](Moment& moment, std::span<const float> values) {
-    moment.scale.resize(n / o.block_size);
-    if (o.kind == TorchaoState::Fp8)
-      blockwise::torchao_fp8_quantize_into(values, o.block_size, o.fp8_policy, moment.codes, moment.scale, o.threads);
-    else blockwise::torchao_quantize_into(values, moment.qmap, o.block_size, moment.codes, moment.scale, o.threads);
-  };
-  store_fast(exp_avg, m);
-  store_fast(exp_avg_sq, v);
-  if (max_exp_avg_sq) store_fast(*max_exp_avg_sq, v_max);
 }
 
 }  // namespace lowbit::optimizer
