@@ -299,6 +299,38 @@ TEST_CASE("the streaming floor writes each input's top byte, in order") {
   CHECK_THROWS_AS(fp8::streaming_floor(x, short_out), std::invalid_argument);
 }
 
+// The dequantizers' floor (fp8_cast.hpp widening_floor): each output's bits are its input byte
+// shifted to the top, computed here by the shift alone, so a widening that reads bytes out of
+// order or writes a tail short shows on random bytes of every length.
+TEST_CASE("the widening floor writes each input byte as a float32's top byte, in order") {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{9}, std::size_t{1000},
+                        std::size_t{2 * 65536 + 77}}) {
+    const std::vector<float> patterns = random_patterns(n, 12);
+    std::vector<std::uint8_t> in(n);
+    std::vector<std::uint32_t> want(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t u;
+      std::memcpy(&u, &patterns[i], 4);
+      in[i] = static_cast<std::uint8_t>(u);
+      want[i] = std::uint32_t{in[i]} << 24;
+    }
+    for (simd::Level level : levels()) {
+      PinnedLevel pin(level);
+      for (int threads : kThreadCounts) {
+        INFO(n << " elements, " << simd::level_name(level) << ", " << threads << " threads");
+        std::vector<float> got(n, 1.0f);
+        fp8::widening_floor(in, got, threads);
+        std::vector<std::uint32_t> bits(n);
+        if (n) std::memcpy(bits.data(), got.data(), n * 4);
+        CHECK(first_difference(bits, want) == n);
+      }
+    }
+  }
+  const std::vector<std::uint8_t> in(8, 1);
+  std::vector<float> short_out(7);
+  CHECK_THROWS_AS(fp8::widening_floor(in, short_out), std::invalid_argument);
+}
+
 TEST_CASE("the fast paths refuse outputs of the wrong size and a thread count below 1") {
   const std::vector<float> x(512, 1.0f), q = codebook::signed8();
   std::vector<std::uint8_t> codes(512);

@@ -205,18 +205,14 @@ std::vector<std::int32_t> build_search_buckets(std::span<const float> q, int thr
   return table;
 }
 
-}  // namespace
-
 // The tables of the last few codebooks used (4 MiB each), by the codebook's bytes.
-std::shared_ptr<const std::vector<std::int32_t>> detail::search_buckets(std::span<const float> q, std::size_t elements,
-                                                                        int threads) {
+std::shared_ptr<const std::vector<std::int32_t>> cached_search_buckets(std::span<const float> q, int threads) {
   struct Entry {
     std::vector<float> qmap;
     std::shared_ptr<const std::vector<std::int32_t>> table;
   };
   static std::mutex mutex;
   static std::vector<Entry> cache;
-  if (elements < search_table_min_elements) return nullptr;  // not worth it for this call
   const std::lock_guard<std::mutex> lock(mutex);
   for (const Entry& e : cache)
     if (e.qmap.size() == q.size() && std::memcmp(e.qmap.data(), q.data(), q.size_bytes()) == 0) return e.table;
@@ -224,6 +220,15 @@ std::shared_ptr<const std::vector<std::int32_t>> detail::search_buckets(std::spa
   cache.push_back({std::vector<float>(q.begin(), q.end()),
                    std::make_shared<const std::vector<std::int32_t>>(build_search_buckets(q, threads))});
   return cache.back().table;
+}
+
+}  // namespace
+
+// The table for a call of this many elements, or null below search_table_min_elements.
+std::shared_ptr<const std::vector<std::int32_t>> detail::search_buckets(std::span<const float> q, std::size_t elements,
+                                                                        int threads) {
+  if (elements < search_table_min_elements) return nullptr;  // not worth it for this call
+  return cached_search_buckets(q, threads);
 }
 
 namespace {
@@ -308,6 +313,10 @@ void bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::si
 }  // namespace scalar
 
 // ---- the fast paths -------------------------------------------------------------------------------
+
+void prepare_search_table(std::span<const float> qmap, int threads) {
+  if (qmap.size() == 16 || qmap.size() == 256) cached_search_buckets(qmap, threads);
+}
 
 void torchao_quantize_into(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
                            std::span<std::uint8_t> codes, std::span<float> scale, int threads) {

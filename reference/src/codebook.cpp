@@ -144,7 +144,7 @@ std::uint8_t bnb_default_search(float y, std::span<const float> q) {
   return static_cast<std::uint8_t>(lo);
 }
 
-BnbCpuLut::BnbCpuLut(std::span<const float> q) : table_(65536) {
+BnbCpuLut::BnbCpuLut(std::span<const float> q) : table_(65536 + 3) {  // + 3: table()'s padding
   if (q.size() < 2) throw std::invalid_argument("BnbCpuLut: a codebook needs at least two entries");
   std::vector<float> midpoints(q.size() - 1);
   for (std::size_t i = 0; i + 1 < q.size(); ++i) midpoints[i] = 0.5f * (q[i] + q[i + 1]);

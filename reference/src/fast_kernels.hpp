@@ -14,7 +14,7 @@
 // One rule for these files: everything here has internal linkage (the anonymous namespace) and calls
 // nothing inline from other lowbit headers, because a translation unit compiled with -mavx2 emits
 // its inline functions with AVX encodings, and the linker may keep that copy for the whole program.
-#include <immintrin.h>  // narrow4 alone: declares every x86 instruction set's intrinsics; each kernel file calls only its own
+#include <immintrin.h>  // narrow4, widen and byte_gather alone: declares every x86 instruction set's intrinsics; each kernel file calls only its own
 #include <xsimd/xsimd.hpp>
 
 #include <cmath>
@@ -141,6 +141,35 @@ struct Kernels {
     }
   }
 
+  // W bytes from in, each widened to an int32 lane (0..255). With narrow4 and byte_gather, the
+  // places with intrinsics: xsimd 8.1 has no widening load (its converting load goes lane by lane).
+  static I widen(const std::uint8_t* in) {
+    if constexpr (std::is_base_of_v<xsimd::avx2, Arch>) {
+      return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in)));
+    } else if constexpr (std::is_base_of_v<xsimd::sse2, Arch>) {
+      std::int32_t four;
+      std::memcpy(&four, in, 4);
+      const __m128i zero = _mm_setzero_si128();
+      return _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(four), zero), zero);
+    } else {
+      alignas(64) std::int32_t lanes[W];
+      for (std::size_t j = 0; j < W; ++j) lanes[j] = in[j];
+      return I::load_aligned(lanes);
+    }
+  }
+
+  // The dequantizers' memory floor (fp8_cast.hpp widening_floor): out[i] = the float32 whose top
+  // byte is in[i] and whose other bits are 0, W elements at a time: read a byte, write float32,
+  // with no arithmetic beyond the shift.
+  static void widen_bytes_span(const std::uint8_t* in, float* out, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) xsimd::bitwise_cast<F>(widen(in + i) << 24).store_unaligned(out + i);
+    for (; i < n; ++i) {
+      const std::uint32_t u = std::uint32_t{in[i]} << 24;
+      std::memcpy(out + i, &u, 4);
+    }
+  }
+
   // out[i] = code(x[i]) for a kernel code(F) -> I of codes 0..255: 4 W elements at a time, then
   // one vector at a time, then a partial vector (zeros in the unused lanes, which are not stored).
   template <class Code>
@@ -241,16 +270,23 @@ struct Kernels {
     return choose(int_mask(nan) != I(0), I(0), xsimd::batch_cast<std::int32_t>(f));
   }
 
+  // table[index] for each lane, index 0..65535, the table padded by 3 readable bytes past its last
+  // entry (BnbCpuLut): AVX2 gathers the 32-bit word at each byte offset (scale 1) and keeps its low
+  // byte, the entry itself (x86 is little-endian); SSE2 has no gather and reads lane by lane.
+  static I byte_gather(const std::uint8_t* table, I index) {
+    if constexpr (kAvx2Gather) {
+      return I(_mm256_i32gather_epi32(reinterpret_cast<const int*>(table), index, 1)) & I(0xFF);
+    } else {
+      alignas(64) std::int32_t lanes[W];
+      index.store_aligned(lanes);
+      for (std::size_t j = 0; j < W; ++j) lanes[j] = table[lanes[j]];
+      return I::load_aligned(lanes);
+    }
+  }
+
   static void bnb_lut_span(const float* x, float inv, const std::uint8_t* table, std::uint8_t* out, std::size_t n) {
     const F s(inv);
-    alignas(64) std::int32_t lanes[W];
-    std::size_t i = 0;
-    for (; i < n; i += W) {
-      const std::size_t count = n - i < W ? n - i : W;
-      const F y = (count == W ? F::load_unaligned(x + i) : load_partial(x + i, count)) * s;
-      bnb_index(y).store_aligned(lanes);
-      for (std::size_t j = 0; j < count; ++j) out[i + j] = table[lanes[j]];
-    }
+    codes_span(x, out, n, [&](F v) { return byte_gather(table, bnb_index(v * s)); });
   }
 
   // ---- max |x| over a block: the largest non-NaN |x| (+0 when there is none), and whether a NaN
@@ -352,6 +388,7 @@ struct Kernels {
     o.encode_e5m2 = encode_span<E5::bias, E5::mantissa_bits, E5::max_finite, false>;
     o.encode_e4m3_divided = encode_span<E4::bias, E4::mantissa_bits, E4::max_finite, true>;
     o.top_bytes = top_bytes_span;
+    o.widen_bytes = widen_bytes_span;
     o.torchao_search16 = torchao_search_span<16>;
     o.torchao_search256 = torchao_search_span<256>;
     o.torchao_search16_table = torchao_search_table_span<16>;

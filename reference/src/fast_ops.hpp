@@ -41,6 +41,9 @@ struct Ops {
   // codes[i] = the top byte of x[i]'s bits, by the encoders' loop with no arithmetic (a benchmark's
   // memory floor; divisor and k are not used)
   void (*top_bytes)(const float* x, float divisor, std::uint8_t* codes, std::size_t n, const EncodeConstants& k);
+  // out[i] = the float32 with bits in[i] << 24 (the dequantizers' memory floor: read a byte, write
+  // float32, no arithmetic)
+  void (*widen_bytes)(const std::uint8_t* in, float* out, std::size_t n);
   // codes[i] = torchao_search(x[i] / divisor, q) for a table of 16 or 256 entries
   void (*torchao_search16)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);
   void (*torchao_search256)(const float* x, float divisor, const float* q, std::uint8_t* codes, std::size_t n);

@@ -96,6 +96,15 @@ void streaming_floor(std::span<const float> in, std::span<std::uint8_t> out, int
   run_chunks(fast::ops().top_bytes, in.size(), out, fast::EncodeConstants{}, threads, direct(in));
 }
 
+void widening_floor(std::span<const std::uint8_t> in, std::span<float> out, int threads) {
+  require_same_size(in.size(), out.size());
+  const auto widen_bytes = fast::ops().widen_bytes;
+  parallel::for_block_ranges((in.size() + kChunk - 1) / kChunk, threads, [&](std::size_t first, std::size_t end) {
+    const std::size_t start = first * kChunk, stop = std::min(end * kChunk, in.size());
+    widen_bytes(in.data() + start, out.data() + start, stop - start);
+  });
+}
+
 void encode_array_bf16(FormatId format, std::span<const std::uint16_t> in, std::span<std::uint8_t> codes,
                        const Policy& policy, int threads) {
   // bf16 widens exactly by a shift (float_bits.hpp widen_bf16)

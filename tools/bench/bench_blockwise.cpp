@@ -2,7 +2,11 @@
 // scalar definition (one thread) and as the fast path (vectorized, --threads), plus a plain
 // streaming pass (fp8::streaming_floor: read float32, write one byte per element by the cast's own
 // loop, vectors and threads, with no arithmetic: the memory-bound floor of a quantizer),
-// on data read from a raw little-endian float32 file. One run of every operation per repetition,
+// and a widening pass (fp8::widening_floor: read a byte, write float32 per element: the
+// dequantizers' floor), on data read from a raw little-endian float32 file. torchao's search tables
+// (blockwise::prepare_search_table) are built once per process before the timed calls, as
+// torch.compile compiles once before its calls are timed; each build is timed once as a row of its
+// own (torchao8_search_table, torchao4_search_table: one sample per process). One run of every operation per repetition,
 // in a fixed order; every time is printed (the driver, tools/bench/bench_codebook.py, alternates this
 // program with the peers and takes medians). Prints one JSON object; with --dump DIR, also writes
 // the fast paths' codes there (DIR/NAME.u8, scales DIR/NAME.scale.f32) for the driver to compare
@@ -129,7 +133,7 @@ int main(int argc, char** argv) try {
     std::cerr << "bench_blockwise: cannot read " << grad_path << " as " << n << " float32 (the data's count)\n";
     return 2;
   }
-  const auto s8 = codebook::signed8(), s4 = codebook::torchao_signed4();
+  const auto s8 = codebook::signed8(), s4 = codebook::torchao_signed4(), unsigned8 = codebook::unsigned8();
   const auto bnb_map = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true);
   const fp8::Policy torch_e4m3 = fp8::torch_eager<fp8::E4M3FN>();
 
@@ -142,6 +146,7 @@ int main(int argc, char** argv) try {
   Out t8 = make(256), t4 = make(128), tf8 = make(256), bnb = make(256), cast = make(256), copy = make(256);
   Out t8s = make(256), t4s = make(128), tf8s = make(256), bnbs = make(256), casts = make(256);
   std::vector<float> deq(n, 1.0f);
+  std::vector<float> widened(n, 1.0f);
 
   struct Op {
     std::string name;
@@ -165,6 +170,7 @@ int main(int argc, char** argv) try {
        [&] { blockwise::scalar::torchao_fp8_dequantize(tf8.codes, tf8.scale, 256, fp8::NanWidening::Payload, deq); }},
       {"bnb_dequantize", [&] { blockwise::bnb_dequantize_into(bnb.codes, bnb.scale, bnb_map, 256, deq, threads); }, nullptr},
       {"stream_copy", [&] { fp8::streaming_floor(x, copy.codes, threads); }, nullptr},
+      {"stream_widen", [&] { fp8::widening_floor(copy.codes, widened, threads); }, nullptr},
   };
   // The optimizer steps, fast and scalar each on its own state (torchao: the signed and unsigned
   // 8-bit maps; bitsandbytes: its dynamic maps).
@@ -188,7 +194,7 @@ int main(int argc, char** argv) try {
     else optimizer::scalar::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256);
   };
   if (!grad.empty()) {
-    t8_step = t8_step_s = fresh_state(x, s8, codebook::unsigned8());
+    t8_step = t8_step_s = fresh_state(x, s8, unsigned8);
     bnb_step = bnb_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
     steps = {{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
              {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }}};
@@ -200,6 +206,11 @@ int main(int argc, char** argv) try {
   j["elements"] = n;
   j["threads"] = threads;
   j["simd"] = std::string(simd::level_name(simd::active()));
+  if (!ops.empty() && blockwise::search_table_min_elements <= n)  // the tables, built once (untimed by the ops' rows)
+    for (const auto& [name, map] : {std::pair{"torchao8_search_table", &s8}, {"torchao4_search_table", &s4}})
+      j["fast_s"][name].push_back(seconds([&] { blockwise::prepare_search_table(*map, threads); }));
+  if (!steps.empty())  // the torchao step's two maps, likewise untimed (a no-op where built above)
+    for (const auto* map : {&s8, &unsigned8}) blockwise::prepare_search_table(*map, threads);
   for (int r = 0; r < repeats; ++r) {
     for (const Op& op : ops) {
       j["fast_s"][op.name].push_back(seconds(op.fast));

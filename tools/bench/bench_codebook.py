@@ -4,7 +4,10 @@ torchao eager and torch.compile'd (8-bit and 4-bit codebook quantize, FP8 state 
 bitsandbytes CPU (block-wise quantize and dequantize), torch's and ml_dtypes' FP8 casts (torch's twice:
 x.to(), a fresh tensor per call, and copy_ into one reused tensor, the reference's allocation), and
 a streaming pass (fp8::streaming_floor: read float32, write a byte, by the cast's own loop with no
-arithmetic) as the memory floor. And two optimizer steps on the
+arithmetic) as the memory floor, and a widening pass (fp8::widening_floor: read a byte, write
+float32) as the dequantizers' floor (their share column is against it: they write four bytes per
+element). torchao's search tables are built before the reference's timed calls (as torch.compile
+compiles before the peers' timed calls); each build is its own row. And two optimizer steps on the
 data as the parameter with a second array as its gradient, from the optimizers' fresh states:
 torchao's AdamW8bit step (what `torchao.optim.AdamW8bit.step()` runs on the CPU: its
 torch.compile'd `single_param_adam`, whose lerp rounds twice, so the reference's step runs with
@@ -353,9 +356,12 @@ def main():
 
     med = {k: statistics.median(v) for k, v in times.items()}
     stream = med[("stream_copy", "reference fast")]
+    widen = med.get(("stream_widen", "reference fast"))
+    dequantizers = {"torchao8_dequantize", "torchao_fp8_dequantize", "bnb_dequantize", "stream_widen"}
     rows = []
     for op in ["torchao8_quantize", "torchao4_quantize", "torchao_fp8_quantize", "bnb_quantize", "cast_e4m3fn",
-               "torchao8_dequantize", "torchao_fp8_dequantize", "bnb_dequantize", "stream_copy", *STEP_OPS]:
+               "torchao8_dequantize", "torchao_fp8_dequantize", "bnb_dequantize", "stream_copy", "stream_widen",
+               "torchao8_search_table", "torchao4_search_table", *STEP_OPS]:
         fast = med.get((op, "reference fast"))
         # the reference's rows first, then the peers by name
         for (o, label), t in sorted(med.items(), key=lambda kv: (not kv[0][1].startswith("reference"), kv[0][1])):
@@ -366,16 +372,21 @@ def main():
                 not label.startswith("reference") else fast
             rows.append({"operation": op, "who": label, "median_s": t, "all_s": times[(o, label)],
                          "ratio_to_fast": (t / base) if base else None,
-                         "streaming_fraction": stream / t})
+                         "streaming_fraction": None if op.endswith("_search_table") else stream / t,
+                         # the dequantizers' like-for-like floor: read a byte, write float32
+                         "widening_fraction": (widen / t) if widen and op in dequantizers else None})
     info["rows"] = rows
     md = [f"{n} float32 elements (2^{args.elements}, randn x 1e-3), {args.threads} threads, median of {args.repeats}, "
           f"contenders alternating; reference {info['reference_simd']}; "
           + ", ".join(f"{k} {v}" for k, v in versions.items()) + f"; {info['machine']['cpu']}, {info['machine']['cores']} cores; "
           f"load average {info['machine']['load_average_start'][0]:.1f} at the start, {info['load_average_end'][0]:.1f} at the end.",
-          "", "| operation | who | median | peer / reference fast | share of the streaming pass's speed |", "|---|---|---:|---:|---:|"]
+          "", "| operation | who | median | peer / reference fast | share of the streaming pass's speed (read f32, write a byte) "
+          "| share of the widening pass's speed (read a byte, write f32; dequantizers) |", "|---|---|---:|---:|---:|---:|"]
+    percent = lambda f: "" if f is None else f"{f * 100:.0f} %"
     for row in rows:
         ratio = "" if row["who"] == "reference fast" else f"{row['ratio_to_fast']:.2f}x"
-        md.append(f"| {row['operation']} | {row['who']} | {row['median_s'] * 1e3:.1f} ms | {ratio} | {row['streaming_fraction'] * 100:.0f} % |")
+        md.append(f"| {row['operation']} | {row['who']} | {row['median_s'] * 1e3:.1f} ms | {ratio} | "
+                  f"{percent(row['streaming_fraction'])} | {percent(row['widening_fraction'])} |")
     md.append("")
     md.append(f"Fast path bytes equal the scalar definition's: {info['fast_equals_scalar']}. Bytes equal to the peer's: "
               + (", ".join(f"{k}: {v}" for k, v in agree.items()) or "no peer") + ".")

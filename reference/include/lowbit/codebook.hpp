@@ -67,8 +67,9 @@ class BnbCpuLut {
   explicit BnbCpuLut(std::span<const float> qmap);
   std::uint8_t operator()(float y) const;
   static std::uint16_t index_of(float y);
-  // The table itself (65 536 codes, by index_of), for the vectorized quantizer.
-  std::span<const std::uint8_t> table() const { return table_; }
+  // The table itself (65 536 codes, by index_of), for the vectorized quantizer; 3 zero bytes follow
+  // its last entry in memory, so that a 32-bit gather at any entry's offset stays in bounds.
+  std::span<const std::uint8_t> table() const { return std::span<const std::uint8_t>(table_).first(65536); }
 
  private:
   std::vector<std::uint8_t> table_;

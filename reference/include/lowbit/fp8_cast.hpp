@@ -24,6 +24,12 @@ void encode_array_f16(FormatId format, std::span<const std::uint16_t> in, std::s
 // reading float32 and writing one byte per element costs. out.size() must equal in.size().
 void streaming_floor(std::span<const float> in, std::span<std::uint8_t> out, int threads = 1);
 
+// The dequantizers' floor, the other way: out[i] = the float32 whose bits are in[i] << 24, in the
+// same chunks and threads, vector loads widened to 32-bit lanes and vector stores: what reading one
+// byte and writing one float32 per element costs (a dequantizer writes four bytes per element where
+// streaming_floor writes one). out.size() must equal in.size().
+void widening_floor(std::span<const std::uint8_t> in, std::span<float> out, int threads = 1);
+
 namespace scalar {
 void encode_array(FormatId format, std::span<const float> in, std::span<std::uint8_t> codes, const Policy& policy);
 void encode_array_bf16(FormatId format, std::span<const std::uint16_t> in, std::span<std::uint8_t> codes,
