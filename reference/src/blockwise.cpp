@@ -197,9 +197,10 @@ std::vector<std::int32_t> build_search_buckets(std::span<const float> q, int thr
       const float ya = lowbit::float_from_bits(lo), yb = lowbit::float_from_bits(hi);
       const std::size_t c = codebook::torchao_bracket(ya, q);
       if (c != codebook::torchao_bracket(yb, q)) continue;
-      const std::uint8_t code = codebook::torchao_search(ya, q);
+      // both ends share the bracket c: each one's code is the last step from c
+      const std::uint8_t code = codebook::torchao_last_step(ya, c, q);
       table[b] = static_cast<std::int32_t>(c) | fast::kBracketKnown |
-                 (code == codebook::torchao_search(yb, q) ? (std::int32_t{code} << 8) | fast::kCodeKnown : 0);
+                 (code == codebook::torchao_last_step(yb, c, q) ? (std::int32_t{code} << 8) | fast::kCodeKnown : 0);
     }
   });
   return table;

@@ -99,9 +99,10 @@ std::size_t torchao_bracket(float y, std::span<const float> q) {
   return c;
 }
 
-std::uint8_t torchao_search(float y, std::span<const float> q) {
+std::uint8_t torchao_search(float y, std::span<const float> q) { return torchao_last_step(y, torchao_bracket(y, q), q); }
+
+std::uint8_t torchao_last_step(float y, std::size_t c, std::span<const float> q) {
   const std::size_t size = q.size();
-  const std::size_t c = torchao_bracket(y, q);
   const std::size_t up = std::min(c + 1, size - 1);
   const float r = y - q[c];
   const float half = (q[up] - q[c]) * 0.5f;

@@ -44,6 +44,9 @@ std::uint8_t torchao_search(float y, std::span<const float> qmap);
 // The index c that search reaches before its last step (the rounding between c and c + 1): the fast
 // path's bucket table (blockwise.cpp) is built from it.
 std::size_t torchao_bracket(float y, std::span<const float> qmap);
+// The search's last step from that bracket: torchao_search(y, q) is
+// torchao_last_step(y, torchao_bracket(y, q), q) (the table's build computes the bracket once).
+std::uint8_t torchao_last_step(float y, std::size_t c, std::span<const float> qmap);
 
 // Reference: bitsandbytes 0.50 csrc/kernels.cu dQuantize<0> / quantize_2D, as the rule shown equal to
 // them (docs/formats/bnb-blockwise8.md#the-cuda-kernels): bracket q[i] <= y < q[i+1], midpoint
