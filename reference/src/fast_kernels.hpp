@@ -117,9 +117,10 @@ struct Kernels {
   }
 
   // Four vectors' codes (each lane 0..255: a, b, c, d hold consecutive elements) to 4 W bytes in
-  // order. The one place with intrinsics: xsimd 8.1 has no narrowing conversion (no pack), and the
-  // lane-by-lane narrow above took half the cast's time (docs/performance.md). Both packs saturate,
-  // which leaves values 0..255 unchanged: the bytes are the lanes' low bytes, as narrow's.
+  // order. One of three places with intrinsics (with widen and byte_gather): xsimd 8.1 has no
+  // narrowing conversion (no pack), and the lane-by-lane narrow above took half the cast's time
+  // (docs/performance.md). Both packs saturate, which leaves values 0..255 unchanged: the bytes are
+  // the lanes' low bytes, as narrow's.
   static void narrow4(I a, I b, I c, I d, std::uint8_t* out) {
     if constexpr (std::is_base_of_v<xsimd::avx2, Arch>) {
       // AVX2 packs within each 128-bit half: the bytes come out as the dwords
