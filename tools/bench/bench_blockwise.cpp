@@ -6,8 +6,8 @@
 // dequantizers' floor), on data read from a raw little-endian float32 file. torchao's search tables
 // (blockwise::prepare_search_table) are built once per process before the timed calls, as
 // torch.compile compiles once before its calls are timed; each build is timed once as a row of its
-// own (torchao8_search_table, torchao4_search_table: one sample per process). One run of every operation per repetition,
-// in a fixed order; every time is printed (the driver, tools/bench/bench_codebook.py, alternates this
+// own (torchao8_search_table, torchao4_search_table: one sample per process). One run of every
+// operation per repetition, in a fixed order; every time is printed (the driver, tools/bench/bench_codebook.py, alternates this
 // program with the peers and takes medians). Prints one JSON object; with --dump DIR, also writes
 // the fast paths' codes there (DIR/NAME.u8, scales DIR/NAME.scale.f32) for the driver to compare
 // with the peers' bytes. Exit 1 when fast and scalar bytes differ. --no-search-table: torchao's
@@ -133,7 +133,7 @@ int main(int argc, char** argv) try {
     std::cerr << "bench_blockwise: cannot read " << grad_path << " as " << n << " float32 (the data's count)\n";
     return 2;
   }
-  const auto s8 = codebook::signed8(), s4 = codebook::torchao_signed4(), unsigned8 = codebook::unsigned8();
+  const auto s8 = codebook::signed8(), s4 = codebook::torchao_signed4();
   const auto bnb_map = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true);
   const fp8::Policy torch_e4m3 = fp8::torch_eager<fp8::E4M3FN>();
 
@@ -194,7 +194,7 @@ int main(int argc, char** argv) try {
     else optimizer::scalar::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256);
   };
   if (!grad.empty()) {
-    t8_step = t8_step_s = fresh_state(x, s8, unsigned8);
+    t8_step = t8_step_s = fresh_state(x, s8, codebook::unsigned8());
     bnb_step = bnb_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
     steps = {{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
              {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }}};
@@ -209,8 +209,6 @@ int main(int argc, char** argv) try {
   if (!ops.empty() && blockwise::search_table_min_elements <= n)  // the tables, built once (untimed by the ops' rows)
     for (const auto& [name, map] : {std::pair{"torchao8_search_table", &s8}, {"torchao4_search_table", &s4}})
       j["fast_s"][name].push_back(seconds([&] { blockwise::prepare_search_table(*map, threads); }));
-  if (!steps.empty())  // the torchao step's two maps, likewise untimed (a no-op where built above)
-    for (const auto* map : {&s8, &unsigned8}) blockwise::prepare_search_table(*map, threads);
   for (int r = 0; r < repeats; ++r) {
     for (const Op& op : ops) {
       j["fast_s"][op.name].push_back(seconds(op.fast));
