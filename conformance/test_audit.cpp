@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -434,6 +435,43 @@ TEST_CASE("input specs: adam-m and adam-v are generator kinds; one step is the E
   CHECK(same_values(audit::make_input("adam-m:n=64,seed=4,steps=1"), m));
   CHECK_THROWS_WITH_AS(parse_input_spec("adam-m:steps=2.5"), doctest::Contains("steps must be"), std::invalid_argument);
   CHECK_THROWS_WITH_AS(parse_input_spec("normal:steps=2"), doctest::Contains("takes no 'steps'"), std::invalid_argument);
+}
+
+// The generators' values, bit for bit: golden generate's cases, verify's battery and every audit
+// figure depend on them. Pinned from the generator as it was before its draws and its transforms were
+// split so that threads make the values (the one loop of commit 8575585, through lowbit golden
+// generate): every kind that draws, at both ends and in the middle; outliers at an outlier.
+TEST_CASE("input specs: the generated values are pinned bit for bit, and the same for any thread count") {
+  struct Pin {
+    const char* spec;
+    std::size_t n;
+    std::vector<std::pair<std::size_t, std::uint32_t>> bits;
+  };
+  const std::vector<Pin> pins = {
+      {"normal:n=300001,std=0.01,mean=0.5", 300001, {{0, 0x3f00e607}, {1, 0x3f02c7af}, {150000, 0x3f00e6d9}, {300000, 0x3f009a5c}}},
+      {"uniform:n=100000,seed=3", 100000, {{0, 0x3df0b49b}, {1, 0xbf1bc4da}, {50000, 0xbf706396}, {99999, 0x3f45061f}}},
+      {"lognormal:n=100003", 100003, {{0, 0x400122e2}, {1, 0xbf488764}, {50001, 0xc156656b}, {100002, 0xbe93e445}}},
+      {"student-t:n=65536,nu=4", 65536, {{0, 0xbf800de8}, {1, 0xbef9ea1f}, {32768, 0xbf7c5dd6}, {65535, 0xbe89d9e2}}},
+      {"outliers:n=70000", 70000, {{0, 0x3eb3b54a}, {1, 0x3f8b003e}, {128, 0xc5bc0523}, {69760, 0xc5adffc1}, {69999, 0x3f1ee782}}},
+      {"adam-m:n=5000", 5000, {{0, 0x39b832ec}, {1, 0x3a7a1e0a}, {2500, 0xba99f9f3}, {4999, 0x37947bec}}},
+      {"adam-v:n=5000", 5000, {{0, 0x3261a4b1}, {1, 0x34406141}, {2500, 0x348f33d3}, {4999, 0x30e55d20}}},
+      {"constant:n=1000", 1000, {{0, 0x3f800000}, {999, 0x3f800000}}},
+  };
+  for (const Pin& p : pins) {
+    CAPTURE(p.spec);
+    const std::vector<float> one = generate_inputs(parse_input_spec(p.spec), FormatSpec{}, nlohmann::json::object(), 1);
+    REQUIRE(one.size() == p.n);
+    for (const auto& [i, b] : p.bits) {
+      CAPTURE(i);
+      CHECK(bits(one[i]) == f32_bits(b));
+    }
+    CHECK(same_bits(generate_inputs(parse_input_spec(p.spec), FormatSpec{}, nlohmann::json::object(), 3), one));
+  }
+  // A mutant the pins catch: Box-Muller with its two draws swapped (u1 from the second)
+  std::mt19937_64 rng(1);
+  const double u2 = unit_uniform(rng), u1 = 1.0 - unit_uniform(rng);
+  const float swapped = static_cast<float>(0.5 + 0.01 * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+  CHECK(bits(swapped) != f32_bits(0x3f00e607u));
 }
 
 TEST_CASE("input specs: special and edges take n (the list's first n values, repeated from its start)") {

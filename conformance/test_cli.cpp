@@ -676,3 +676,30 @@ TEST_CASE("an n above the cap is refused naming n before any memory is taken; at
   CHECK_FALSE(fs::exists(dir.path / "g"));
 #endif
 }
+
+TEST_CASE("conform, verify and golden generate take --threads: a large case's files and reports are the same bytes for 1 and 3") {
+  TempDir dir;
+  const std::string formats[] = {"torchao.codebook4.signed", "torchao.fp8", "bnb.blockwise8.dynamic", "fp8.e4m3fn.satfinite"};
+  for (const char* t : {"1", "3"})
+    for (const std::string& f : formats)
+      CHECK(lowbit_cli("golden generate --format " + f + " --input normal:n=131072,seed=7 --threads " + t + " --out " +
+                       (dir / (std::string("g") + t)))
+                .code == 0);
+  const std::vector<std::string> files = files_under(dir / "g1");
+  CHECK(files.size() == 5);  // four cases and the MANIFEST.json
+  CHECK(files == files_under(dir / "g3"));
+  for (const std::string& f : files) {
+    CAPTURE(f);
+    CHECK(slurp(dir.path / "g1" / f) == slurp(dir.path / "g3" / f));
+  }
+  for (const char* t : {"1", "3"})
+    CHECK(lowbit_cli("conform --golden " + (dir / "g1") + " --threads " + t + " --report " + (dir / (std::string("c") + t + ".json")))
+              .code == 0);
+  CHECK(slurp(dir / "c1.json") == slurp(dir / "c3.json"));
+  for (const char* command : {"conform", "verify --kernel x.so", "golden generate --format torchao.fp8 --input normal"}) {
+    CAPTURE(command);
+    const Run bad = lowbit_cli(std::string(command) + " --threads 0");
+    CHECK(bad.code == 2);
+    CHECK(bad.output.find("--threads") != std::string::npos);
+  }
+}

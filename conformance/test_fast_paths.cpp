@@ -23,6 +23,8 @@
 #include "fast_path_fixture.hpp"
 #include "golden_fixture.hpp"
 #include "lowbit/blockwise.hpp"
+#include "lowbit/case.hpp"
+#include "lowbit/case_maker.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8_cast.hpp"
@@ -372,4 +374,26 @@ TEST_CASE("mutants: the battery separates the variants a wrong fast path would h
   fp8::encode_array(fp8::FormatId::E4M3FN, r, fast, fp8::cuda_satfinite());
   CHECK(first_difference(fast, even) == r.size());
   CHECK(first_difference(away, even) < r.size());
+}
+
+// The registry's runs (conform, verify, golden generate) pass their thread count to the fast paths:
+// every registered format's outputs on a case large enough to use them (2^17 elements: worth_threads)
+// are the same bytes with 1 and 3 threads, inputs made with as many.
+TEST_CASE("run_reference: every format's case is the same bytes with 1 and 3 threads") {
+  const MadeBy made_by{"lowbit test", "test_fast_paths"};
+  std::size_t compared = 0;
+  for (const FormatSpec& f : registered_formats()) {
+    if (!takes_input(f)) continue;
+    CAPTURE(f.name);
+    std::vector<std::vector<std::uint8_t>> made[2];
+    for (int k = 0; k < 2; ++k)
+      for_each_reference_case(
+          f, {"normal:n=131072,seed=7,std=0.5", f.default_params}, 1, made_by, true,
+          [&](const std::string&, const Case& c) { made[k].push_back(serialize_case(c)); },
+          [](const std::string&, const std::string&) {}, k == 0 ? 1 : 3);
+    CHECK(made[0].size() == made[1].size());
+    for (std::size_t i = 0; i < made[0].size() && i < made[1].size(); ++i) CHECK(made[0][i] == made[1][i]);
+    compared += made[0].size();
+  }
+  CHECK(compared >= 15);  // the block-wise formats, the casts, the optimizers (COAT's 2-D activations skip this input)
 }

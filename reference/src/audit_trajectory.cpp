@@ -79,7 +79,7 @@ std::vector<TrajectoryPoint> run_format(const LeastSquares& p, const FormatSpec&
     out.push_back({loss, w});
     if (t == steps) break;
     state.add(Tensor::from_f32("grad", shape, g));
-    for (Tensor& next : f.run(state, params)) state.add(std::move(next));
+    for (Tensor& next : f.run(state, params, 1)) state.add(std::move(next));
     state = advanced_state(state);
   }
   return out;

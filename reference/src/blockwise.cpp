@@ -206,30 +206,57 @@ std::vector<std::int32_t> build_search_buckets(std::span<const float> q, int thr
   return table;
 }
 
-// The tables of the last few codebooks used (4 MiB each), by the codebook's bytes.
-std::shared_ptr<const std::vector<std::int32_t>> cached_search_buckets(std::span<const float> q, int threads) {
+// The tables of the last few codebooks used (4 MiB each), by the codebook's bytes, with the elements
+// searched with each codebook (saturating).
+struct SearchTables {
   struct Entry {
     std::vector<float> qmap;
+    std::size_t searched = 0;
     std::shared_ptr<const std::vector<std::int32_t>> table;
   };
-  static std::mutex mutex;
-  static std::vector<Entry> cache;
-  const std::lock_guard<std::mutex> lock(mutex);
-  for (const Entry& e : cache)
-    if (e.qmap.size() == q.size() && std::memcmp(e.qmap.data(), q.data(), q.size_bytes()) == 0) return e.table;
-  if (cache.size() == 4) cache.erase(cache.begin());
-  cache.push_back({std::vector<float>(q.begin(), q.end()),
-                   std::make_shared<const std::vector<std::int32_t>>(build_search_buckets(q, threads))});
-  return cache.back().table;
+  std::mutex mutex;
+  std::vector<Entry> cache;
+
+  // q's entry (a new one, the oldest of four dropped, when q has none); the caller holds mutex.
+  Entry& entry(std::span<const float> q) {
+    for (Entry& e : cache)
+      if (e.qmap.size() == q.size() && std::memcmp(e.qmap.data(), q.data(), q.size_bytes()) == 0) return e;
+    if (cache.size() == 4) cache.erase(cache.begin());
+    cache.push_back({std::vector<float>(q.begin(), q.end()), 0, nullptr});
+    return cache.back();
+  }
+  static const std::shared_ptr<const std::vector<std::int32_t>>& built(Entry& e, int threads) {
+    if (!e.table) e.table = std::make_shared<const std::vector<std::int32_t>>(build_search_buckets(e.qmap, threads));
+    return e.table;
+  }
+};
+
+SearchTables& search_tables() {
+  static SearchTables tables;
+  return tables;
+}
+
+std::shared_ptr<const std::vector<std::int32_t>> cached_search_buckets(std::span<const float> q, int threads) {
+  SearchTables& t = search_tables();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  return SearchTables::built(t.entry(q), threads);
 }
 
 }  // namespace
 
-// The table for a call of this many elements, or null below search_table_min_elements.
+// The table for a call of this many elements: built (or kept) once the elements searched with the
+// codebook, this call's included, reach search_table_min_elements, and from then on serving every
+// call on it, whatever its size (the audit searches a 2^26-element tensor in chunks of 2^18, each
+// below the threshold on its own); null before, and always null at SIZE_MAX.
 std::shared_ptr<const std::vector<std::int32_t>> detail::search_buckets(std::span<const float> q, std::size_t elements,
                                                                         int threads) {
-  if (elements < search_table_min_elements) return nullptr;  // not worth it for this call
-  return cached_search_buckets(q, threads);
+  if (search_table_min_elements == SIZE_MAX) return nullptr;  // never
+  SearchTables& t = search_tables();
+  const std::lock_guard<std::mutex> lock(t.mutex);
+  SearchTables::Entry& e = t.entry(q);
+  e.searched = elements > SIZE_MAX - e.searched ? SIZE_MAX : e.searched + elements;
+  if (e.searched < search_table_min_elements) return nullptr;  // not (yet) worth it for this codebook
+  return SearchTables::built(e, threads);
 }
 
 namespace {
@@ -480,62 +507,62 @@ Quantized sized_for(std::size_t n, std::size_t block_size) {
 }
 }  // namespace
 
-Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size) {
+Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size, int threads) {
   require_whole_blocks(x.size(), block_size);
   Quantized q = sized_for(x.size(), block_size);
-  torchao_quantize_into(x, qmap, block_size, q.codes, q.scale);
+  torchao_quantize_into(x, qmap, block_size, q.codes, q.scale, threads);
   return q;
 }
 
 std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                      std::span<const float> qmap, std::size_t block_size) {
+                                      std::span<const float> qmap, std::size_t block_size, int threads) {
   require_whole_blocks(codes.size(), block_size);
   std::vector<float> out(codes.size());
-  torchao_dequantize_into(codes, scale, qmap, block_size, out);
+  torchao_dequantize_into(codes, scale, qmap, block_size, out, threads);
   return out;
 }
 
 float torchao_fp8_clipped_amax(std::span<const float> block) { return clip_below(torch_amax_abs(block), kTorchaoScaleFloor); }
 
-Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy) {
+Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy, int threads) {
   require_whole_blocks(x.size(), block_size);
   Quantized q = sized_for(x.size(), block_size);
-  torchao_fp8_quantize_into(x, block_size, policy, q.codes, q.scale);
+  torchao_fp8_quantize_into(x, block_size, policy, q.codes, q.scale, threads);
   return q;
 }
 
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                          std::size_t block_size, NanWidening widening, bool vectorized) {
+                                          std::size_t block_size, NanWidening widening, bool vectorized, int threads) {
   require_whole_blocks(codes.size(), block_size);
   std::vector<float> out(codes.size());
-  torchao_fp8_dequantize_into(codes, scale, block_size, widening, out, 1, vectorized);
+  torchao_fp8_dequantize_into(codes, scale, block_size, widening, out, threads, vectorized);
   return out;
 }
 
-Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size) {
+Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size, int threads) {
   Quantized q = sized_for(x.size(), block_size);
-  fp8_perblock_quantize_into(x, block_size, q.codes, q.scale);
+  fp8_perblock_quantize_into(x, block_size, q.codes, q.scale, threads);
   return q;
 }
 
 std::vector<float> fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                           std::size_t block_size) {
+                                           std::size_t block_size, int threads) {
   std::vector<float> out(codes.size());
-  fp8_perblock_dequantize_into(codes, scale, block_size, out);
+  fp8_perblock_dequantize_into(codes, scale, block_size, out, threads);
   return out;
 }
 
 Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
-                       BnbBackend backend, bool vectorized_max) {
+                       BnbBackend backend, bool vectorized_max, int threads) {
   Quantized q = sized_for(x.size(), block_size);
-  bnb_quantize_into(x, qmap, block_size, backend, vectorized_max, q.codes, q.scale);
+  bnb_quantize_into(x, qmap, block_size, backend, vectorized_max, q.codes, q.scale, threads);
   return q;
 }
 
 std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span<const float> absmax,
-                                  std::span<const float> qmap, std::size_t block_size) {
+                                  std::span<const float> qmap, std::size_t block_size, int threads) {
   std::vector<float> out(codes.size());
-  bnb_dequantize_into(codes, absmax, qmap, block_size, out);
+  bnb_dequantize_into(codes, absmax, qmap, block_size, out, threads);
   return out;
 }
 

@@ -105,11 +105,11 @@ void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, 
 }  // namespace
 
 void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
-                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run) {
+                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run, int threads) {
   if (spec.kind == "file") return for_each_file_case(format, params, spec, steps, made_by, run);
   const std::string stem = case_stem(spec, format, params);
   if (!format.fresh_state) {
-    std::vector<float> values = generate_inputs(spec, format, params);
+    std::vector<float> values = generate_inputs(spec, format, params, threads);
     // a 2-D format's input as whole tiles (the fixed lists padded with zeros), said in the metadata
     const InputShape shape = input_shape(spec, format, params, values.size());
     values.resize(values.size() + shape.padding, 0.0f);
@@ -122,10 +122,10 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     run(with_metadata(std::move(in), format, params, stem, described, spec.seed(), made_by));
     return;
   }
-  Case state = format.fresh_state(generate_inputs(spec, format, params), params);
+  Case state = format.fresh_state(generate_inputs(spec, format, params, threads), params);
   for (int k = 1; k <= steps; ++k) {
     const InputSpec grad_spec = reseeded(spec, spec.seed() + static_cast<std::uint64_t>(k));
-    state.add(Tensor::from_f32("grad", state.require("param").shape, generate_inputs(grad_spec, format, params)));
+    state.add(Tensor::from_f32("grad", state.require("param").shape, generate_inputs(grad_spec, format, params, threads)));
     const std::string described = spec.text + " (param; step " + std::to_string(k) +
                                   "'s gradient: the same spec with seed " + std::to_string(grad_spec.seed()) + ")";
     state = advanced_state(run(with_metadata(std::move(state), format, params, stem + ".step" + std::to_string(k),
@@ -182,13 +182,14 @@ struct UnfitInput {};  // a battery input the format cannot take: on_skip has it
 
 void for_each_reference_case(const FormatSpec& format, const InputRun& run, int steps, const MadeBy& made_by,
                              bool skip_unfit, const std::function<void(const std::string& stem, const Case& c)>& on_case,
-                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip) {
+                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip,
+                             int threads) {
   const InputSpec spec = parse_input_spec(run.spec);
   try {
     for_each_case(format, run.params, spec, steps, made_by, [&](CaseToRun c) {
       Case expected;
       try {
-        expected = run_reference(format, c.inputs);
+        expected = run_reference(format, c.inputs, threads);
       } catch (const CaseError& e) {
         if (!skip_unfit) throw;
         on_skip(c.stem, e.what());
@@ -196,7 +197,7 @@ void for_each_reference_case(const FormatSpec& format, const InputRun& run, int 
       }
       on_case(c.stem, expected);
       return expected;  // the next step starts from the reference's state
-    });
+    }, threads);
   } catch (const UnfitInput&) {
   }
 }

@@ -112,7 +112,12 @@ auto naming_the_case(const FormatSpec& f, const Case& c, Hook hook) {
 
 }  // namespace
 
-Case run_reference(const FormatSpec& f, const Case& in) {
+int worth_threads(std::size_t elements, int threads) {
+  if (threads < 1) throw std::invalid_argument("thread count must be at least 1 (got " + std::to_string(threads) + ")");
+  return elements < (std::size_t{1} << 16) ? 1 : threads;
+}
+
+Case run_reference(const FormatSpec& f, const Case& in, int threads) {
   validate_case(f, in, CaseScope::Inputs);
   Case out;
   out.origin = in.origin;  // the run's own errors name the case's file
@@ -121,7 +126,7 @@ Case run_reference(const FormatSpec& f, const Case& in) {
   for (const std::string& name : f.optional_inputs)
     if (const Tensor* t = in.find(name)) out.add(*t);
   const nlohmann::json params = resolve_params(f, in.params());
-  for (Tensor& t : naming_the_case(f, in, [&] { return f.run(out, params); })) out.add(std::move(t));
+  for (Tensor& t : naming_the_case(f, in, [&] { return f.run(out, params, threads); })) out.add(std::move(t));
   out.origin = "reference " + f.name;
   return out;
 }

@@ -182,7 +182,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.inputs = {matrix_input()};
     f.outputs = {{"codes", row_groups(param_extent("group_size"), {"scale"}), codes_like(same_shape("input"))},
                  {"scale", block_entries(), scale_of("codes")}};
-    f.run = [](const Case& in, const nlohmann::json& p) {
+    f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
       const Quantized q = quantize_pergroup(x.x, x.m, x.n, o);
@@ -210,7 +210,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.outputs = {{"codes", per_tensor({"scale"}), codes_like(same_shape("input"))},
                  {"scale", block_entries(), {.dtypes = {DType::BF16}, .shape = scalar()}},
                  {"group_scale", block_entries(), {.dtypes = {DType::BF16}, .shape = any_shape(2)}}};
-    f.run = [](const Case& in, const nlohmann::json& params) {
+    f.run = [](const Case& in, const nlohmann::json& params, int /*threads*/) {
       nlohmann::json p = params;
       p["scale_dtype"] = "bf16";
       const Options o = options_from(p);
@@ -247,7 +247,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
                  {"scale", block_entries(), scale_of("codes")},
                  {"codes_t", row_groups(param_extent("group_size"), {"scale_t"}), codes_like(transposed_of("input"))},
                  {"scale_t", block_entries(), scale_of("codes_t")}};
-    f.run = [](const Case& in, const nlohmann::json& p) {
+    f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
       const Transposed t = quantize_pergroup_transposed(x.x, x.m, x.n, o);
@@ -274,7 +274,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.outputs = {{"codes", tiles(param_extent("group_size"), param_extent("group_size"), {"scale"}),
                   codes_like(same_shape("input"))},
                  {"scale", block_entries(), scale_of("codes")}};
-    f.run = [](const Case& in, const nlohmann::json& p) {
+    f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
       const Options o = options_from(p);
       const Input2d x = input_2d(in);
       const Quantized q = quantize_perblock(x.x, x.m, x.n, o);

@@ -41,7 +41,7 @@ FormatSpec elementwise(std::string name, std::string description, std::string pr
   f.default_params = std::move(defaults);
   f.inputs = {{"input", {.dtypes = {DType::F32}}}};
   f.outputs = {{"output", {.dtypes = {DType::F32}, .shape = same_shape("input")}}};
-  f.run = [fn](const Case& in, const nlohmann::json& p) {
+  f.run = [fn](const Case& in, const nlohmann::json& p, int /*threads*/) {
     const std::vector<float> x = input_values(in);
     std::vector<float> y(x.size());
     for (std::size_t i = 0; i < x.size(); ++i) y[i] = fn(x[i], p);
@@ -82,7 +82,7 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.outputs = {{"rq", tile, like_input},
                  {"q", tile, like_input},
                  {"scale", block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of("rq")}}};
-    f.run = [](const Case& in, const nlohmann::json& p) {
+    f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
       const Tensor& t = in.require("input");
       if (t.shape.size() != 2) throw std::invalid_argument("coat.fake.symm takes a 2-D input");
       const std::vector<float> x = input_values(in);

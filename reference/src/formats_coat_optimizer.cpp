@@ -93,7 +93,7 @@ FormatSpec coat_adamw_format(bool expansion) {
         list.push_back({t, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes)}});
     }
   }
-  f.run = [expansion](const Case& in, const nlohmann::json& p) {
+  f.run = [expansion](const Case& in, const nlohmann::json& p, int /*threads*/) {
     std::vector<float> param = in.require("param").f32();
     coat::Moment m = read_moment(in, "exp_avg", expansion), v = read_moment(in, "exp_avg_sq", expansion);
     coat::adamw_step(param, in.require("grad").f32(), step_of(in), m, v, hyper_from(p, expansion), expansion);

@@ -216,15 +216,32 @@ ElementExplainer torchao_fp8_scale_explainer(const Case& e, const Case& a, std::
 // The audit's block sizes: any power of two (the audit asks for 16..65536).
 BlockSizes any_power_of_two() { return {1, SIZE_MAX, true, ""}; }
 
-// torchao quantizes whole blocks only: a partial tail block is padded with zeros, which leave its
-// absmax, and so every real element's code, as they are (docs/audit.md).
-std::vector<float> padded_to_blocks(std::span<const float> x, std::size_t block) {
-  std::vector<float> p((x.size() + block - 1) / block * block, 0.0f);
-  std::copy(x.begin(), x.end(), p.begin());
-  return p;
+// The audit's round trip of a block-wise format (FormatSpec::round_trip) through its caller-provided
+// forms: quantize(x, codes, scale), then dequantize(codes, scale, out), the codes and scales in the
+// calling thread's scratch, kept for its next call (the audit calls once per chunk of 2^18 elements;
+// a fresh zero-filled vector per call was a tenth of its time). whole_blocks: the format takes whole
+// blocks only (torchao); a partial tail block goes through zero-padded to one block (docs/audit.md):
+// the zeros leave its absmax, and so every real element's code, as they are; its head is kept. Blocks are independent, so the bytes are those of one call on the padded x.
+template <class Quantize, class Dequantize>
+void blockwise_round_trip(std::span<const float> x, std::size_t block, bool whole_blocks, std::span<float> out,
+                          const Quantize& quantize, const Dequantize& dequantize) {
+  thread_local std::vector<std::uint8_t> codes;
+  thread_local std::vector<float> scale, tail_in, tail_out;
+  const std::size_t head = whole_blocks ? x.size() / block * block : x.size();
+  codes.resize(head);
+  scale.resize(blockwise::block_count(head, block));
+  quantize(x.first(head), std::span(codes), std::span(scale));
+  dequantize(std::span<const std::uint8_t>(codes), std::span<const float>(scale), out.first(head));
+  if (head == x.size()) return;
+  tail_in.assign(block, 0.0f);
+  std::copy(x.begin() + static_cast<std::ptrdiff_t>(head), x.end(), tail_in.begin());
+  tail_out.resize(block);
+  codes.resize(block);
+  scale.resize(1);
+  quantize(std::span<const float>(tail_in), std::span(codes), std::span(scale));
+  dequantize(std::span<const std::uint8_t>(codes), std::span<const float>(scale), std::span(tail_out));
+  std::copy_n(tail_out.begin(), x.size() - head, out.begin() + static_cast<std::ptrdiff_t>(head));
 }
-
-void copy_head(const std::vector<float>& from, std::span<float> to) { std::copy_n(from.begin(), to.size(), to.begin()); }
 
 // ---- tables ----------------------------------------------------------------------------------
 
@@ -259,7 +276,7 @@ FormatSpec table_format(std::string name, std::string provenance, std::string de
   f.default_params = {{"map", default_map}, {"linspace", "fma"}};
   // the table's size follows its map (8-bit or 4-bit): compared with the reference's, not checked here
   f.outputs = {{"qmap", {.dtypes = {DType::F32}, .shape = any_shape(1)}}};
-  f.run = [table](const Case&, const nlohmann::json& p) { return std::vector<Tensor>{f32_tensor("qmap", table(p))}; };
+  f.run = [table](const Case&, const nlohmann::json& p, int /*threads*/) { return std::vector<Tensor>{f32_tensor("qmap", table(p))}; };
   return f;
 }
 
@@ -283,13 +300,14 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   if (bits == 4)
     f.outputs.push_back({"codes_packed", blocks(param_extent("block_size", 2), {"scale"}),
                          {.dtypes = {DType::U8}, .shape = packed_pairs_of("codes")}});
-  f.run = [bits](const Case& in, const nlohmann::json& p) {
+  f.run = [bits](const Case& in, const nlohmann::json& p, int threads) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
     if (q.size() != (bits == 8 ? 256u : 16u)) throw std::runtime_error("qmap must have " + std::to_string(bits == 8 ? 256 : 16) + " entries");
-    const auto quantized = blockwise::torchao_quantize(x, q, block);
+    threads = worth_threads(x.size(), threads);
+    const auto quantized = blockwise::torchao_quantize(x, q, block, threads);
     std::vector<Tensor> out = {u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
-                               f32_tensor("dequant", blockwise::torchao_dequantize(quantized.codes, quantized.scale, q, block))};
+                               f32_tensor("dequant", blockwise::torchao_dequantize(quantized.codes, quantized.scale, q, block, threads))};
     if (bits == 4) out.push_back(u8_tensor("codes_packed", blockwise::pack_nibbles(quantized.codes)));
     return out;
   };
@@ -314,9 +332,14 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   };
   f.round_trip = [table = torchao_table({{"map", map}, {"linspace", "fma"}})](std::span<const float> x, std::size_t block,
                                                                              bool, std::span<float> out) {
-    const std::vector<float> p = padded_to_blocks(x, block);
-    const auto q = blockwise::torchao_quantize(p, table, block);
-    copy_head(blockwise::torchao_dequantize(q.codes, q.scale, table, block), out);
+    blockwise_round_trip(
+        x, block, true, out,
+        [&](std::span<const float> in, std::span<std::uint8_t> codes, std::span<float> scale) {
+          blockwise::torchao_quantize_into(in, table, block, codes, scale);
+        },
+        [&](std::span<const std::uint8_t> codes, std::span<const float> scale, std::span<float> to) {
+          blockwise::torchao_dequantize_into(codes, scale, table, block, to);
+        });
   };
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {bits == 4 ? "codes_packed" : "codes", "scale", "qmap"};  // OptimState{8,4}bit: codes, scale, qmap
@@ -355,17 +378,19 @@ FormatSpec torchao_fp8_format() {
                       {"nan_widening", "c10"},    {"cpu_capability", "avx2"}};
   f.inputs = {f32_input()};
   f.outputs = blockwise_outputs(DType::F8_E4M3);
-  f.run = [](const Case& in, const nlohmann::json& p) {
+  f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     const std::size_t block = block_size_from(p);
     const auto overflow = fp8::parse_overflow(p.at("overflow").get<std::string>());
     const auto nan = fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), fp8::FormatId::E4M3FN);
     if (!overflow || !nan) throw std::runtime_error("torchao.fp8: bad overflow or nan_encoding parameter");
-    const auto quantized = blockwise::torchao_fp8_quantize(in.require("input").f32(), block, {*overflow, *nan});
+    const std::vector<float> x = in.require("input").f32();
+    threads = worth_threads(x.size(), threads);
+    const auto quantized = blockwise::torchao_fp8_quantize(x, block, {*overflow, *nan}, threads);
     return std::vector<Tensor>{
         Tensor::from_bytes("codes", fp8::E4M3FN::code_dtype, flat_shape(quantized.codes.size()), quantized.codes),
         f32_tensor("scale", quantized.scale),
         f32_tensor("dequant", blockwise::torchao_fp8_dequantize(quantized.codes, quantized.scale, block, widening_from(p),
-                                                                vectorized_from(p)))};
+                                                                vectorized_from(p), threads))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     const nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
@@ -385,9 +410,14 @@ FormatSpec torchao_fp8_format() {
                                              widening_from(p), vectorized_from(p));
   };
   f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
-    const std::vector<float> p = padded_to_blocks(x, block);
-    const auto q = blockwise::torchao_fp8_quantize(p, block, fp8::torch_eager<fp8::E4M3FN>());  // the default params
-    copy_head(blockwise::torchao_fp8_dequantize(q.codes, q.scale, block), out);
+    blockwise_round_trip(  // the default params
+        x, block, true, out,
+        [&](std::span<const float> in, std::span<std::uint8_t> codes, std::span<float> scale) {
+          blockwise::torchao_fp8_quantize_into(in, block, fp8::torch_eager<fp8::E4M3FN>(), codes, scale);
+        },
+        [&](std::span<const std::uint8_t> codes, std::span<const float> scale, std::span<float> to) {
+          blockwise::torchao_fp8_dequantize_into(codes, scale, block, blockwise::NanWidening::Payload, to);
+        });
   };
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {"codes", "scale"};  // OptimStateFp8: codes, scale
@@ -409,13 +439,15 @@ FormatSpec fp8_perblock_format() {
   f.default_params = {{"block_size", 128}};
   f.inputs = {f32_input()};
   f.outputs = blockwise_outputs(DType::F8_E4M3);
-  f.run = [](const Case& in, const nlohmann::json& p) {
+  f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     const std::size_t block = block_size_from(p);
-    const auto quantized = blockwise::fp8_perblock_quantize(in.require("input").f32(), block);
+    const std::vector<float> x = in.require("input").f32();
+    threads = worth_threads(x.size(), threads);
+    const auto quantized = blockwise::fp8_perblock_quantize(x, block, threads);
     return std::vector<Tensor>{
         Tensor::from_bytes("codes", DType::F8_E4M3, flat_shape(quantized.codes.size()), quantized.codes),
         f32_tensor("scale", quantized.scale),
-        f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block))};
+        f32_tensor("dequant", blockwise::fp8_perblock_dequantize(quantized.codes, quantized.scale, block, threads))};
   };
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
     return fp8_state_explainer(e, a, tensor, fp8::cuda_satfinite());
@@ -426,8 +458,14 @@ FormatSpec fp8_perblock_format() {
     return blockwise::fp8_perblock_dequantize(c.require("codes").u8(), c.require("scale").f32(), block_size_from(p));
   };
   f.round_trip = [](std::span<const float> x, std::size_t block, bool, std::span<float> out) {
-    const auto q = blockwise::fp8_perblock_quantize(x, block);
-    copy_head(blockwise::fp8_perblock_dequantize(q.codes, q.scale, block), out);
+    blockwise_round_trip(
+        x, block, false, out,
+        [&](std::span<const float> in, std::span<std::uint8_t> codes, std::span<float> scale) {
+          blockwise::fp8_perblock_quantize_into(in, block, codes, scale);
+        },
+        [&](std::span<const std::uint8_t> codes, std::span<const float> scale, std::span<float> to) {
+          blockwise::fp8_perblock_dequantize_into(codes, scale, block, to);
+        });
   };
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {"codes", "scale"};
@@ -498,7 +536,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.outputs = blockwise_outputs(DType::U8);
   f.outputs[2].schema.dtypes = floats;
   f.outputs[2].schema.dtype_of = "input";
-  f.run = [](const Case& in, const nlohmann::json& p) {
+  f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     const std::size_t block = block_size_from(p);
     const Tensor& input = in.require("input");
     const blockwise::BnbBackend backend = backend_from(p);
@@ -510,10 +548,11 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     if (backend == blockwise::BnbBackend::Default && input.dtype == DType::F16) torch_f16_nan_bits(x, p);
     const std::vector<float> q = in.require("qmap").f32();
     if (q.size() != 256) throw std::runtime_error("qmap must have 256 entries");
-    const auto quantized = blockwise::bnb_quantize(x, q, block, backend, vectorized_from(p));
+    threads = worth_threads(x.size(), threads);
+    const auto quantized = blockwise::bnb_quantize(x, q, block, backend, vectorized_from(p), threads);
     return std::vector<Tensor>{
         u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
-        bnb_dequant_tensor(blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block), input, backend,
+        bnb_dequant_tensor(blockwise::bnb_dequantize(quantized.codes, quantized.scale, q, block, threads), input, backend,
                            vectorized_from(p))};
   };
   // the variant checked is a division by the absmax, with the back end's own search (the pure-PyTorch
@@ -543,8 +582,14 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.round_trip = [table = bnb_table({{"map", default_map}, {"linspace", "fma"}})](std::span<const float> x,
                                                                                  std::size_t block, bool,
                                                                                  std::span<float> out) {
-    const auto q = blockwise::bnb_quantize(x, table, block, blockwise::BnbBackend::CpuLut);
-    copy_head(blockwise::bnb_dequantize(q.codes, q.scale, table, block), out);
+    blockwise_round_trip(
+        x, block, false, out,
+        [&](std::span<const float> in, std::span<std::uint8_t> codes, std::span<float> scale) {
+          blockwise::bnb_quantize_into(in, table, block, blockwise::BnbBackend::CpuLut, true, codes, scale);
+        },
+        [&](std::span<const std::uint8_t> codes, std::span<const float> scale, std::span<float> to) {
+          blockwise::bnb_dequantize_into(codes, scale, table, block, to);
+        });
   };
   f.round_trip_blocks = {64, 4096, true, "n/a (bitsandbytes block sizes are 64..4096)"};
   f.round_trip_stores = {"codes", "scale", "qmap"};  // QuantState: the codes, absmax and code (qmap)

@@ -158,7 +158,7 @@ FormatSpec bnb_adam_cpu_format() {
   f.inputs[0].schema.dtypes = param_dtypes;
   f.inputs[1].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
   f.outputs[0].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
-  f.run = [](const Case& in, const nlohmann::json& p) {
+  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
     const Tensor& param_in = in.require("param");
     std::vector<float> param = widened(param_in);
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
@@ -181,7 +181,7 @@ FormatSpec bnb_adam_cuda_format() {
   // The real kernel's __powf, __fdividef and approximate sqrt are not modelled: codes may differ at
   // ties and near boundaries; the parameter's tolerance is unset until a GPU measures it.
   f.default_tolerance = "bnb-cuda";
-  f.run = [](const Case& in, const nlohmann::json& p) {
+  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
     const std::int64_t step = step_of(in);

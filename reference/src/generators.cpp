@@ -1,9 +1,11 @@
 #include "lowbit/generators.hpp"
 
 #include "lowbit/file_input.hpp"
+#include "parallel_blocks.hpp"
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -44,6 +46,36 @@ std::vector<float> cycled(std::vector<float> list, const InputSpec& spec) {
   if (list.empty() && n) throw std::invalid_argument("input spec '" + spec.text + "': the list is empty");
   std::vector<float> out(n);
   for (std::size_t i = 0; i < n; ++i) out[i] = list[i % list.size()];
+  return out;
+}
+
+double uniform_of(std::uint64_t draw) { return static_cast<double>(draw >> 11) * 0x1.0p-53; }
+
+// Box-Muller's cosine branch from two consecutive draws.
+double standard_normal_of(const std::uint64_t* d) {
+  const double u1 = 1.0 - uniform_of(d[0]);  // (0, 1]
+  const double u2 = uniform_of(d[1]);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
+
+// n values, each made by value(i, d) from its own `draws` consecutive outputs of rng (every kind draws
+// a fixed number per value). The draws come from the one generator in order, a run at a time, on the
+// calling thread; the values of a run, pure functions of their draws, are made on `threads` threads,
+// so the bytes are those of one loop drawing as it goes, for any thread count. (The transforms, log,
+// cos and sqrt, were most of a 2^26-value input's time; the draws are a tenth of it.)
+template <class Value>
+std::vector<float> drawn(std::mt19937_64& rng, std::size_t n, std::size_t draws, int threads, const Value& value) {
+  const std::size_t run = std::max<std::size_t>(1, (std::size_t{1} << 19) / draws);  // 4 MiB of draws at a time
+  std::vector<float> out(n);
+  std::vector<std::uint64_t> d(std::min(n, run) * draws);
+  for (std::size_t start = 0; start < n; start += run) {
+    const std::size_t len = std::min(run, n - start);
+    for (std::size_t k = 0; k < len * draws; ++k) d[k] = rng();
+    // std::threads, not OpenMP: its idle workers spin while this thread draws the next run
+    parallel::for_block_ranges(len, len * draws >= 8192 ? std::max(1, threads) : 1, [&](std::size_t first, std::size_t end) {
+      for (std::size_t j = first; j < end; ++j) out[start + j] = static_cast<float>(value(start + j, d.data() + j * draws));
+    });
+  }
   return out;
 }
 
@@ -163,11 +195,11 @@ std::size_t special_padding(const InputSpec& spec, const FormatSpec& format, con
   return (block - n % block) % block;
 }
 
-std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
+                                   int threads) {
   if (spec.kind == "file") return file_input_values(spec);
   std::mt19937_64 rng(spec.seed());
   const std::size_t n = spec.count();
-  std::vector<float> out;
   if (spec.kind == "edges") {
     if (!format.edge_inputs)
       throw std::invalid_argument("input spec '" + spec.text + "': " +
@@ -181,42 +213,51 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     v.resize(v.size() + special_padding(spec, format, params), 0.0f);
     return v;
   }
-  if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec));
-  out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    double v = 0;
-    if (spec.kind == "normal") v = spec.number("mean", 0) + spec.number("std", 1) * standard_normal(rng);
-    else if (spec.kind == "uniform") {
-      const double lo = spec.number("lo", -1), hi = spec.number("hi", 1);
-      v = lo + (hi - lo) * unit_uniform(rng);
-    } else if (spec.kind == "lognormal") {
-      v = std::exp(spec.number("mu", 0) + spec.number("sigma", 2) * standard_normal(rng));
-      if (rng() & 1) v = -v;
-    } else if (spec.kind == "student-t") {
-      // t = Z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals (nu rounded to a whole number)
-      const int nu = static_cast<int>(spec.whole("nu", 3, 1, kMaxNu));
+  if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec), threads);
+  if (spec.kind == "normal") {
+    const double mean = spec.number("mean", 0), std = spec.number("std", 1);
+    return drawn(rng, n, 2, threads, [=](std::size_t, const std::uint64_t* d) { return mean + std * standard_normal_of(d); });
+  }
+  if (spec.kind == "uniform") {
+    const double lo = spec.number("lo", -1), hi = spec.number("hi", 1);
+    return drawn(rng, n, 1, threads, [=](std::size_t, const std::uint64_t* d) { return lo + (hi - lo) * uniform_of(d[0]); });
+  }
+  if (spec.kind == "lognormal") {  // the normal's two draws, then one for the sign
+    const double mu = spec.number("mu", 0), sigma = spec.number("sigma", 2);
+    return drawn(rng, n, 3, threads, [=](std::size_t, const std::uint64_t* d) {
+      const double v = std::exp(mu + sigma * standard_normal_of(d));
+      return d[2] & 1 ? -v : v;
+    });
+  }
+  if (spec.kind == "student-t") {
+    // t = Z / sqrt(chi2_nu / nu), chi2 as a sum of nu squared normals (nu rounded to a whole number)
+    const int nu = static_cast<int>(spec.whole("nu", 3, 1, kMaxNu));
+    return drawn(rng, n, 2 * (static_cast<std::size_t>(nu) + 1), threads, [=](std::size_t, const std::uint64_t* d) {
       double chi2 = 0;
       for (int k = 0; k < nu; ++k) {
-        const double z = standard_normal(rng);
+        const double z = standard_normal_of(d + 2 * k);
         chi2 += z * z;
       }
-      v = standard_normal(rng) / std::sqrt(chi2 / nu + 1e-300);
-    } else if (spec.kind == "constant") v = spec.number("value", 1);
-    else if (spec.kind == "outliers") {
-      const auto block = static_cast<std::size_t>(spec.whole("block", 256, 1, kMaxCount));
-      v = spec.number("std", 1) * standard_normal(rng);
-      if (i % block == (block / 2)) v *= spec.number("scale", 1e4);
-    }
-    out.push_back(static_cast<float>(v));
+      return standard_normal_of(d + 2 * nu) / std::sqrt(chi2 / nu + 1e-300);
+    });
   }
-  return out;
+  if (spec.kind == "constant") return std::vector<float>(n, static_cast<float>(spec.number("value", 1)));
+  if (spec.kind == "outliers") {
+    const auto block = static_cast<std::size_t>(spec.whole("block", 256, 1, kMaxCount));
+    const double std = spec.number("std", 1), scale = spec.number("scale", 1e4);
+    return drawn(rng, n, 2, threads, [=](std::size_t i, const std::uint64_t* d) {
+      const double v = std * standard_normal_of(d);
+      return i % block == block / 2 ? v * scale : v;
+    });
+  }
+  throw std::logic_error("generate_inputs: kind '" + spec.kind + "' has no generator");  // parse_input_spec knows every kind
 }
 
-std::vector<float> adam_moment(const AdamSpec& s) {
+std::vector<float> adam_moment(const AdamSpec& s, int threads) {
   if (s.steps < 1) throw std::invalid_argument("adam moments need steps >= 1");
   const auto normal = [&](std::uint64_t seed) {
     return generate_inputs(parse_input_spec("normal:n=" + std::to_string(s.n) + ",seed=" + std::to_string(seed)),
-                           FormatSpec{}, nlohmann::json::object());
+                           FormatSpec{}, nlohmann::json::object(), threads);
   };
   const std::vector<float> log_scale = normal(s.seed);
   std::vector<float> scale(s.n);
@@ -236,12 +277,11 @@ std::vector<float> adam_moment(const AdamSpec& s) {
   return s.second ? v : m;
 }
 
-double unit_uniform(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double unit_uniform(std::mt19937_64& rng) { return uniform_of(rng()); }
 
 double standard_normal(std::mt19937_64& rng) {
-  const double u1 = 1.0 - unit_uniform(rng);  // (0, 1]
-  const double u2 = unit_uniform(rng);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  const std::uint64_t d[2] = {rng(), rng()};  // in this order: u1's draw, then u2's
+  return standard_normal_of(d);
 }
 
 }  // namespace lowbit

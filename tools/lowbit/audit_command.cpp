@@ -504,7 +504,7 @@ int run_audit(AuditOptions o) {
       std::vector<float> x;
       if (src.state_tensor.empty()) {
         try {
-          x = audit::make_input(src.name);
+          x = audit::make_input(src.name, o.threads);
         } catch (const std::invalid_argument& e) {
           throw UsageError(fmt::format("--input: {}", e.what()));
         } catch (const std::bad_alloc&) {
@@ -524,6 +524,12 @@ int run_audit(AuditOptions o) {
       }
       if (!infos.back().exact.empty())
         fmt::print(stderr, "lowbit: warning: {}\n", printable(exact_warning(infos.back().name, infos.back())));
+      audit::Input input;  // checked once for every configuration
+      try {
+        input = audit::checked_input(x);
+      } catch (const std::invalid_argument& e) {
+        throw UsageError(fmt::format("{}: {}", src.name, e.what()));
+      }
       for (const FormatSpec* f : formats)
         for (long long b : o.block_sizes) {
           const auto block = static_cast<std::size_t>(b);
@@ -550,7 +556,7 @@ int run_audit(AuditOptions o) {
             }
           } else if (r.note.empty()) {
             try {
-              r.m = audit::audit(*f, x, r.block, o.threads);
+              r.m = audit::audit(*f, input, r.block, o.threads);
             } catch (const std::invalid_argument& e) {
               throw UsageError(fmt::format("{}: {}", src.name, e.what()));
             } catch (const std::bad_alloc&) {

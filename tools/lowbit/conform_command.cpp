@@ -10,6 +10,7 @@
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -19,6 +20,7 @@ struct ConformOptions {
   std::string golden = shipped_golden_dir().string();  // the golden cases shipped with lowbit
   std::string format_glob = "*";
   bool strict = false;
+  int threads = 1;
   ReportOutput output;
 };
 
@@ -47,7 +49,7 @@ int run_conform(ConformOptions o) {
     const FormatSpec* spec = find_format(expected.format());
     if (!spec) throw UsageError(expected.origin + ": format '" + expected.format() + "' is not registered");
     validate_case(*spec, expected, CaseScope::Complete);  // a golden case holds every input and output
-    const Case actual = run_reference(*spec, expected);
+    const Case actual = run_reference(*spec, expected, o.threads);
     TolerancePolicy policy = load_tolerance_policy(spec->default_tolerance, shipped_policy_dir());
     policy.strict = o.strict;
     const ComparisonReport r = compare_cases(expected, actual, policy);
@@ -108,6 +110,7 @@ Subcommand add_conform_command(CLI::App& parent) {
   cmd->add_option("--golden", o->golden, "Folder holding MANIFEST.json and the case files")->capture_default_str();
   cmd->add_option("--format", o->format_glob, "Only formats matching this glob, e.g. 'torchao.*'")->capture_default_str();
   cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those a format's policy allows (recorded in the report)");
+  add_case_threads_option(*cmd, o->threads);
   o->output.add_options(*cmd);
   return {cmd, [o] { return run_conform(*o); }};
 }

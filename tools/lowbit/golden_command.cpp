@@ -20,6 +20,7 @@
 #include "kernel_option.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -36,6 +37,7 @@ struct GenerateOptions {
   std::uint64_t check_elements = std::uint64_t{1} << 20;  // --kernel: elements held to the reference
   double timeout = 600;  // --kernel: seconds per case
   bool kernel_options = false;  // --check-elements or --timeout given
+  int threads = 1;               // the inputs' and the reference's (add_case_threads_option)
 };
 
 // --kernel: the kernel that makes the outputs, and what its cases' provenance says of it.
@@ -90,7 +92,8 @@ UsageError input_error(const std::string& text, const std::exception& e) {
 // The cases of one --input made in memory with `params` and appended to `made`; s null: the one case
 // of a format without inputs (a table).
 // kernel: null, the reference makes the outputs; else that kernel, each case checked (KernelRefused).
-void make_cases(const FormatSpec& spec, const nlohmann::json& params, const InputSpec* s, int steps,
+// threads: the inputs' and the reference's; the same bytes for any count.
+void make_cases(const FormatSpec& spec, const nlohmann::json& params, const InputSpec* s, int steps, int threads,
                 std::vector<GeneratedCase>& made, const OutputKernel* kernel = nullptr) {
   const MadeBy made_by{std::string("lowbit ") + version(), std::string("lowbit golden generate ") + version()};
   const std::string origin = s ? "--input '" + s->text + "'" : "--format " + spec.name;
@@ -108,13 +111,13 @@ void make_cases(const FormatSpec& spec, const nlohmann::json& params, const Inpu
       c.metadata["generator"] = made_by.generator + " --kernel";
       c.metadata["kernel_check"] = "outputs bit-identical to the reference on " + kc.sample_text();
     } else {
-      c = run_reference(spec, to_run.inputs);
+      c = run_reference(spec, to_run.inputs, threads);
     }
     made.push_back({spec.name + "/" + to_run.stem + ".safetensors", serialize_case(c), origin});
     return c;
   };
   if (s)
-    for_each_case(spec, params, *s, steps, made_by, make_one);
+    for_each_case(spec, params, *s, steps, made_by, make_one, threads);
   else
     make_one(table_case(spec, params, made_by));
 }
@@ -129,11 +132,12 @@ std::string param_item(const std::string& key, const nlohmann::json& value) {
 // The reference checks most params only when it runs (an unknown overflow name, a string where a
 // number belongs, a block size the input's length does not allow), so the run is tried again, on
 // this error path only: with the defaults, then with each given param alone over them.
-std::string failing_params(const FormatSpec& spec, const nlohmann::json& given, const InputSpec* s, int steps) {
+std::string failing_params(const FormatSpec& spec, const nlohmann::json& given, const InputSpec* s, int steps,
+                           int threads) {
   const auto fails = [&](const nlohmann::json& over) {
     std::vector<GeneratedCase> scratch;
     try {
-      make_cases(spec, resolve_params(spec, over), s, steps, scratch);
+      make_cases(spec, resolve_params(spec, over), s, steps, threads, scratch);
       return false;
     } catch (const std::exception&) {
       return true;
@@ -154,20 +158,20 @@ std::string failing_params(const FormatSpec& spec, const nlohmann::json& given, 
 // --param to blame, else the --input (or the format of a table).
 std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann::json& params,
                                           const nlohmann::json& given, const std::vector<InputSpec>& specs,
-                                          bool takes_input, int steps, const OutputKernel* kernel) {
+                                          bool takes_input, int steps, int threads, const OutputKernel* kernel) {
   std::vector<GeneratedCase> made;
   std::vector<const InputSpec*> runs;
   if (!takes_input) runs.push_back(nullptr);
   for (const InputSpec& s : specs) runs.push_back(&s);
   for (const InputSpec* s : runs) {
     try {
-      make_cases(spec, params, s, steps, made, kernel);
+      make_cases(spec, params, s, steps, threads, made, kernel);
     } catch (const PluginError& e) {  // the plugin itself: not a --param's or an --input's doing
       throw UsageError(std::string("--kernel: ") + e.what());
     } catch (const std::exception& e) {
       // out of memory is the size's doing, not a param's: no runs again
       const bool no_memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
-      const std::string blamed = no_memory ? std::string() : failing_params(spec, given, s, steps);
+      const std::string blamed = no_memory ? std::string() : failing_params(spec, given, s, steps, threads);
       if (!blamed.empty())
         throw UsageError("--param " + blamed + (s ? " (with --input '" + s->text + "')" : "") + ": " + e.what());
       if (s) throw input_error(s->text, e);
@@ -296,7 +300,7 @@ int run_generate(GenerateOptions o) {
     if (s.kind == "file") input_files.push_back(s.args.at("path"));
   std::vector<GeneratedCase> made;
   try {
-    made = generate_cases(*spec, params, given, specs, needs_input, o.steps, kernel ? &*kernel : nullptr);
+    made = generate_cases(*spec, params, given, specs, needs_input, o.steps, o.threads, kernel ? &*kernel : nullptr);
   } catch (const KernelRefused& refused) {
     fmt::print("{}golden generate: kernel {}: refused (above); nothing written\n", refused.report,
                printable(kernel->k.kernel));
@@ -362,6 +366,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_flag("--replace", g->replace,
                 "Overwrite a case of the same name that holds different bytes (by default such a case is\n"
                 "refused and nothing is written; regenerating the same bytes is always fine)");
+  add_case_threads_option(*gen, g->threads);
 
   gen->add_option("--kernel", g->kernel,
                   "A kernel under review, LIB or LIB:NAME (device/include/lowbit/kernel_plugin.h), that makes the outputs");

@@ -19,4 +19,12 @@ CLI::Option* add_threads_option(CLI::App& app, int& threads) {
       ->capture_default_str();
 }
 
+CLI::Option* add_case_threads_option(CLI::App& app, int& threads) {
+  CLI::Option* option = add_threads_option(app, threads);
+  threads = std::min(default_threads(), 8);
+  option->description("Threads of the reference's fast paths on each case of 2^16 elements or more (smaller cases run on one), 1 to " +
+                      std::to_string(max_threads()) + "; the outputs and reports are identical for any count");
+  return option->capture_default_str();
+}
+
 }  // namespace lowbit::cli

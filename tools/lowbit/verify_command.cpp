@@ -17,6 +17,7 @@
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
+#include "threads_option.hpp"
 
 namespace lowbit::cli {
 
@@ -33,6 +34,7 @@ struct VerifyOptions {
   bool no_golden = false;
   bool strict = false;
   std::string save_cases;
+  int threads = 1;
   ReportOutput output;
 };
 
@@ -102,7 +104,7 @@ int run_verify(VerifyOptions o) {
   const nlohmann::json params = format.default_params;
   if (!takes_input(format)) {
     CaseToRun c = table_case(format, params, made_by);
-    record(verify_case(k, format, run_reference(format, c.inputs), policy, c.stem));
+    record(verify_case(k, format, run_reference(format, c.inputs, o.threads), policy, c.stem));
   }
   for (const InputRun& run : runs) {
     try {
@@ -111,7 +113,8 @@ int run_verify(VerifyOptions o) {
           [&](const std::string& stem, const Case& expected) { record(verify_case(k, format, expected, policy, stem)); },
           [&](const std::string& stem, const std::string& why) {
             fmt::print("skipped  {}: {}\n", printable(stem), printable(why));
-          });
+          },
+          o.threads);
     } catch (const PluginError&) {
       throw;
     } catch (const std::exception& e) {  // a bad spec, or an input the format cannot take, named as the user gave it
@@ -226,6 +229,7 @@ Subcommand add_verify_command(CLI::App& parent) {
   cmd->add_option("--save-cases", o->save_cases,
                   "Folder for the expected and actual case of every case that does not conform (to attach to a\n"
                   "pull request, or to rerun with lowbit compare)");
+  add_case_threads_option(*cmd, o->threads);
   o->output.add_options(*cmd);
   return {cmd, [o] { return run_verify(*o); }};
 }

@@ -47,8 +47,17 @@ struct Metrics {
 // The measures of x^ against x over blocks of block_size (the last block may be partial).
 Metrics measure(std::span<const float> x, std::span<const float> xhat, std::size_t block_size, int threads = 1);
 
+// A tensor checked once for every configuration of an audit: finite (std::invalid_argument
+// counting the values that are not), and whether it has a negative value.
+struct Input {
+  std::span<const float> x;
+  bool has_negative = false;
+};
+Input checked_input(std::span<const float> x);
+
 // round_trip and measure in one pass, chunk by chunk (no full-size copy of x^).
-Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads = 1);
+Metrics audit(const FormatSpec& f, const Input& in, std::size_t block_size, int threads = 1);
+Metrics audit(const FormatSpec& f, std::span<const float> x, std::size_t block_size, int threads = 1);  // checks x first
 
 // A round trip in place of the format's (audit --kernel: a kernel's quantize then dequantize), given
 // the whole tensor at once: the x.size() values of x^.
@@ -70,7 +79,8 @@ struct Row {
 
 // The values of an input spec for the audit (generators.hpp kinds; edges, which belong to one format,
 // are refused). std::invalid_argument on a bad spec.
-std::vector<float> make_input(const std::string& spec);
+// threads make the values (generate_inputs): the same for any count.
+std::vector<float> make_input(const std::string& spec, int threads = 1);
 // The parse of make_input alone (no values made): std::invalid_argument on a bad spec.
 void check_input(const std::string& spec);
 

@@ -21,15 +21,17 @@ struct Quantized {
 // Reference: torchao 0.18 optim/quant_utils.py scale_tensor + quantize_8bit_with_qmap /
 // quantize_4bit_with_qmap: scale = max(amax|x|, f32(1e-12)) (NaN propagates), y = x / scale,
 // code = torchao_search(y). x.size() must be a multiple of block_size (torchao has no tails).
-Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size);
+Quantized torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
+                           int threads = 1);
 
 // Reference: torchao 0.18 optim/quant_utils.py dequant_with_qmap: qmap[code] * scale.
 std::vector<float> torchao_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                      std::span<const float> qmap, std::size_t block_size);
+                                      std::span<const float> qmap, std::size_t block_size, int threads = 1);
 
 // Reference: torchao 0.18 optim/subclass_fp8.py quantize_fp8: scale = max(amax|x|, f32(1e-12)) / 448
 // (true division), codes = e4m3fn(x / scale) under the given torch conversion policy.
-Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy);
+Quantized torchao_fp8_quantize(std::span<const float> x, std::size_t block_size, const fp8::Policy& policy,
+                               int threads = 1);
 // The amax torchao_fp8_quantize divides by 448: max(torch.amax(|block|), f32(1e-12)), NaN propagated
 // as torch's canonical 0x7FC00000. Its scale is torchao_fp8_clipped_amax(block) / 448.
 float torchao_fp8_clipped_amax(std::span<const float> block);
@@ -44,17 +46,17 @@ using fp8::NanWidening;
 // (torch_cpu_mul.hpp; vectorized: capability AVX2 or AVX-512, else default).
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
                                           std::size_t block_size, NanWidening widening = NanWidening::Payload,
-                                          bool vectorized = true);
+                                          bool vectorized = true, int threads = 1);
 
 // ---- plain per-block FP8 (lowbit's own: no library; docs/formats/fp8.md "Per-block E4M3") -------
 
 // Reference: lowbit fp8.perblock.e4m3 (docs/formats/fp8.md): per block (the tail may be partial)
 // amax = max |x| ignoring NaN, scale = amax / 448 (float32 division); scale 0 (all zeros, or amax
 // below 448 * 2^-150): code 0x00, NaN 0x7F; else code = e4m3fn(x / scale), RNE, CUDA satfinite.
-Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size);
+Quantized fp8_perblock_quantize(std::span<const float> x, std::size_t block_size, int threads = 1);
 // Reference: lowbit fp8.perblock.e4m3: decode(code) * scale (0 * Inf is NaN in a block holding an Inf).
 std::vector<float> fp8_perblock_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
-                                           std::size_t block_size);
+                                           std::size_t block_size, int threads = 1);
 
 // Reference: torchao 0.18 optim/subclass_4bit.py: byte j = (code[2j] << 4) | code[2j+1] (first element high).
 std::vector<std::uint8_t> pack_nibbles(std::span<const std::uint8_t> codes);
@@ -78,16 +80,16 @@ enum class BnbBackend {
 //           0xFFFFFFFF when vectorized (CPU capability AVX2, AVX-512) and the first NaN's |x| quieted
 //           when scalar (capability default).
 Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
-                       BnbBackend backend, bool vectorized_max = true);
+                       BnbBackend backend, bool vectorized_max = true, int threads = 1);
 
 // Reference: bitsandbytes 0.50 csrc/cpu_ops.cpp dequantizeBlockwise8bitCpu (and the CUDA and default
 // kernels): qmap[code] * absmax[block].
 std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span<const float> absmax,
-                                  std::span<const float> qmap, std::size_t block_size);
+                                  std::span<const float> qmap, std::size_t block_size, int threads = 1);
 
 // ---- Caller-provided outputs -----------------------------------------------------------------
 // Every quantizer and dequantizer above with its outputs in the caller's memory; the functions above
-// are thin wrappers over these (threads = 1). Sizes: codes and out as many elements as the input,
+// are thin wrappers over these (with the same threads, default 1). Sizes: codes and out as many elements as the input,
 // scale one per block (block_count). Nothing is allocated per call (bitsandbytes CPU builds its
 // 64 KiB table, as the library does). The blocks are split among `threads` threads (>= 1), each
 // block computed whole by one thread, vectorized (simd_level.hpp): the bytes are the scalar
@@ -95,8 +97,9 @@ std::vector<float> bnb_dequantize(std::span<const std::uint8_t> codes, std::span
 std::size_t block_count(std::size_t elements, std::size_t block_size);
 
 // torchao's codebook search on the fast path reads a 4 MiB table per codebook (built in about 50 ms
-// of CPU, kept for the last four codebooks) for a call of this many elements or more, and searches
-// without it below. A tuning knob, also for tests: the same bytes either way.
+// of CPU, kept for the last four codebooks) once this many elements have been searched with that
+// codebook (in one call or several: the audit's chunks are smaller), and searches without it before.
+// A tuning knob, also for tests (0: always; SIZE_MAX: never): the same bytes either way.
 inline std::size_t search_table_min_elements = std::size_t{1} << 22;
 // Builds and keeps that table for qmap now (16 or 256 entries; other sizes: nothing), so that a
 // later call does not pay for it: a benchmark's untimed warm-up, as torch.compile's compilation is

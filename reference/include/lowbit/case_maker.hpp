@@ -29,9 +29,9 @@ struct MadeBy {
 
 // Calls `run` with every case the input spec makes, in order; `run` returns the case after the reference
 // ran on it (inputs and outputs), from which an optimizer's next step starts. std::invalid_argument
-// on a bad spec.
+// on a bad spec. threads make the inputs (generate_inputs): the same values for any count.
 void for_each_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
-                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run);
+                   const MadeBy& made_by, const std::function<Case(CaseToRun)>& run, int threads = 1);
 
 // The case of a format that takes no input (a table), with its metadata.
 CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, const MadeBy& made_by);
@@ -55,9 +55,11 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f);
 // skip_unfit (the default battery), a case the format cannot take (CaseError from the reference:
 // COAT's activations want 2-D tiles, torchao whole blocks) ends the run with on_skip(stem, why);
 // otherwise that error is thrown. A bad spec: std::invalid_argument. Exceptions of on_case propagate.
+// threads: the inputs' and the reference's (run_reference); the same bytes for any count.
 void for_each_reference_case(const FormatSpec& format, const InputRun& run, int steps, const MadeBy& made_by,
                              bool skip_unfit, const std::function<void(const std::string& stem, const Case& c)>& on_case,
-                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip);
+                             const std::function<void(const std::string& stem, const std::string& why)>& on_skip,
+                             int threads = 1);
 
 // Whether the format's cases are made from an input spec (it reads `input`, or steps an optimizer).
 bool takes_input(const FormatSpec& format);

@@ -64,8 +64,10 @@ struct FormatSpec {
   std::vector<TensorSpec> outputs;          // tensors run() produces
   std::string default_tolerance = "bit-exact";
 
-  // The reference on a case's inputs; params are the case's params over default_params.
-  std::function<std::vector<Tensor>(const Case& in, const nlohmann::json& params)> run;
+  // The reference on a case's inputs; params are the case's params over default_params. threads
+  // (>= 1): how many the fast paths may use (blockwise.hpp, fp8_cast.hpp; worth_threads below); the
+  // outputs are the same bytes for any count. Formats without fast paths run on one thread.
+  std::function<std::vector<Tensor>(const Case& in, const nlohmann::json& params, int threads)> run;
   // The explainer of output `tensor` for one comparison of expected with actual (both complete, and
   // alive while it is used): why element i differs. What it needs of the whole cases (dequantized
   // states, tables, params) is read once here, so that each mismatching element costs O(1). It
@@ -138,8 +140,13 @@ BlockMap block_map(const Case& c, const Tensor& tensor);  // tensor: one of c's
 
 // The case's input tensors and metadata with the reference's outputs added (replacing any there).
 // Params come from the case's metadata over the format's defaults. The case is first checked
-// against the format's schema (validate_case, inputs); every error names the case's file.
-Case run_reference(const FormatSpec& f, const Case& in);
+// against the format's schema (validate_case, inputs); every error names the case's file. threads:
+// FormatSpec::run's; the same bytes for any count.
+Case run_reference(const FormatSpec& f, const Case& in, int threads = 1);
+
+// The threads a format's run gives the fast paths for a tensor of `elements`: `threads`, or 1 below
+// 2^16 elements, where starting threads (per call) costs more than they save.
+int worth_threads(std::size_t elements, int threads);
 
 // inspect's dequantized state of a case of a registered format: its values, or (values empty) why
 // there are none ("the format has no dequantizer", "tensor 'scale' is missing"). The declared

@@ -61,11 +61,13 @@ struct AdamSpec {
   int steps = 10;
   double std = 1e-3, spread = 1.0;
 };
-std::vector<float> adam_moment(const AdamSpec& spec);
+std::vector<float> adam_moment(const AdamSpec& spec, int threads = 1);
 
 // The values of a spec; edges asks the format (with its params) for its boundaries.
-// std::invalid_argument on a bad spec.
-std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+// std::invalid_argument on a bad spec. threads: how many make the values of a random kind (the
+// draws stay one sequence, taken in order): the same values for any count.
+std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
+                                   int threads = 1);
 
 // The parameter that sizes the blocks of a format's edges (block_size; COAT's group_size: each block
 // of its edges is led by an absmax of 1), or "" for a format without blocks: scaled-edges needs one.
