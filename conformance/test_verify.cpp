@@ -804,7 +804,7 @@ TEST_CASE("our COAT kernels' host twin is the reference on groups built for the 
     state.add(Tensor::from_f32("grad", {static_cast<std::int64_t>(n)}, grad));
     for (int step = 1; step <= 2; ++step) {
       CAPTURE(step);
-      const std::vector<Tensor> expected = f->run(state, params);
+      const std::vector<Tensor> expected = f->run(state, params, 1);
       std::vector<const Tensor*> inputs, like;
       for (const auto& in : f->inputs) inputs.push_back(&state.require(in.name));
       for (const Tensor& t : expected) like.push_back(&t);

@@ -23,7 +23,7 @@ inline void requantize_groups(lowbit::Case& done, const nlohmann::json& params,
   nlohmann::json f32 = params;
   f32["scale_dtype"] = "f32";
   std::vector<float> s;
-  for (const Tensor& t : f.run(done, f32))
+  for (const Tensor& t : f.run(done, f32, 1))
     if (t.name == "scale") s = t.f32();
   const Tensor& input = done.require("input");
   const BlockMap groups = block_map(done, "codes");

@@ -21,7 +21,7 @@ void mutate(lowbit::Case& done, const nlohmann::json& params) {
   Case masked = done;
   masked.add(Tensor::from_f32("input", input.shape, x));
   std::vector<float> rq, q, scale;
-  for (const Tensor& t : find_format(kFormat)->run(masked, params)) {
+  for (const Tensor& t : find_format(kFormat)->run(masked, params, 1)) {
     if (t.name == "rq") rq = t.f32();
     if (t.name == "q") q = t.f32();
     if (t.name == "scale") scale = t.f32();

@@ -154,7 +154,7 @@ std::vector<Check> bandwidth_checks(const CheckContext& context) {
     head_case.add(Tensor::from_f32("input", {static_cast<std::int64_t>(kChecked)}, head));
     if (!table.empty()) head_case.add(Tensor::from_f32("qmap", {static_cast<std::int64_t>(table.size())}, table));
     std::uint64_t differ = 0;
-    for (const Tensor& want : format->run(head_case, params)) {
+    for (const Tensor& want : format->run(head_case, params, 1)) {
       const void* device = want.name == "codes" ? static_cast<const void*>(codes.get())
                            : want.name == "scale" ? static_cast<const void*>(scale.get())
                            : want.name == "dequant" ? static_cast<const void*>(dequant.get())

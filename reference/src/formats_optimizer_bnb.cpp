@@ -158,12 +158,12 @@ FormatSpec bnb_adam_cpu_format() {
   f.inputs[0].schema.dtypes = param_dtypes;
   f.inputs[1].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
   f.outputs[0].schema = {.dtypes = param_dtypes, .shape = same_shape("param"), .dtype_of = "param"};
-  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+  f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     const Tensor& param_in = in.require("param");
     std::vector<float> param = widened(param_in);
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
     optimizer::bnb_adam_cpu_step(param, widened(in.require("grad")), step_of(in), m, v, bnb_hyper_from(p),
-                                 positive_size_param(p, "block_size"));
+                                 positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     if (param_in.dtype == DType::BF16)
       for (float& x : param) x = widen_bf16(static_cast<std::uint16_t>(written_bits(x, DType::BF16, fused_on(p))));
     return outputs_of(in, param, m, v);

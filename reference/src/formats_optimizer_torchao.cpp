@@ -286,9 +286,10 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
   // one int32 draw per element of the parameter when the step rounds stochastically
   f.optional_inputs.push_back({"sr_random", {.dtypes = {DType::I32}, .shape = same_count("param"),
                                              .required_when = "bf16_stochastic_round"}});
-  f.run = [kind](const Case& in, const nlohmann::json& p, int /*threads*/) {
+  f.run = [kind](const Case& in, const nlohmann::json& p, int threads) {
     const optimizer::AdamHyper h = hyper_from(in, p);
     optimizer::TorchaoAdamOptions o = options_from(in, p, kind);
+    o.threads = worth_threads(in.require("param").element_count(), threads);
     const std::vector<std::int32_t> draws = random_draws(in, p);
     o.stochastic_round_random = draws;
     std::vector<float> param = widened(in.require("param"));
