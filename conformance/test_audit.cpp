@@ -461,9 +461,10 @@ TEST_CASE("input specs: the generated values are pinned bit for bit, and the sam
     CAPTURE(p.spec);
     const std::vector<float> one = generate_inputs(parse_input_spec(p.spec), FormatSpec{}, nlohmann::json::object(), 1);
     REQUIRE(one.size() == p.n);
-    for (const auto& [i, b] : p.bits) {
+    for (const auto& pinned : p.bits) {
+      const auto i = pinned.first;  // not a structured binding: CAPTURE's lambda cannot take one in clang < 16
       CAPTURE(i);
-      CHECK(bits(one[i]) == f32_bits(b));
+      CHECK(bits(one[i]) == f32_bits(pinned.second));
     }
     CHECK(same_bits(generate_inputs(parse_input_spec(p.spec), FormatSpec{}, nlohmann::json::object(), 3), one));
   }

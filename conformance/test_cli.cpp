@@ -408,7 +408,9 @@ TEST_CASE("golden generate: each bad option is one error line, exit 2, naming th
       {"--format fp8.e4m3fn.nan --input edges --out " + (dir / "bad"), dir / "bad/MANIFEST.json"},
       {"--format fp8.e4m3fn.nan --input edges --out " + (dir / "plain.txt"), dir / "plain.txt"},
   };
-  for (const auto& [args, named] : cases) {
+  for (const auto& c : cases) {
+    const auto& args = c.first;  // not a structured binding: CAPTURE's lambda cannot take one in clang < 16
+    const auto& named = c.second;
     CAPTURE(args);
     const Run r = lowbit_cli("golden generate " + args);
     CHECK(r.code == 2);

@@ -60,17 +60,18 @@ std::vector<Quantizer> quantizers() {
                                   bnb_dyn = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
                                   bnb_lin = codebook::bnb_linear_map(true);
   std::vector<Quantizer> out;
+  // init-captures ([q = q]): clang before 16 cannot capture a structured binding itself
   for (const auto& [name, q] : {std::pair{"signed8", &s8}, {"unsigned8", &u8}, {"signed4", &s4}, {"unsigned4", &u4}})
     out.push_back({std::string("torchao.codebook.") + name, true,
-                   [q](auto x, auto bs, auto c, auto s) { scalar::torchao_quantize(x, *q, bs, c, s); },
-                   [q](auto x, auto bs, auto c, auto s, int t) { torchao_quantize_into(x, *q, bs, c, s, t); }});
+                   [q = q](auto x, auto bs, auto c, auto s) { scalar::torchao_quantize(x, *q, bs, c, s); },
+                   [q = q](auto x, auto bs, auto c, auto s, int t) { torchao_quantize_into(x, *q, bs, c, s, t); }});
   for (const auto& [name, p] : {std::pair{"torch", fp8::torch_eager<fp8::E4M3FN>()},
                                 {"torch-legacy", fp8::torch_eager_legacy<fp8::E4M3FN>()},
                                 {"cuda-satfinite", fp8::cuda_satfinite()},
                                 {"ml_dtypes", fp8::ml_dtypes<fp8::E4M3FN>()}})
     out.push_back({std::string("torchao.fp8.") + name, true,
-                   [p](auto x, auto bs, auto c, auto s) { scalar::torchao_fp8_quantize(x, bs, p, c, s); },
-                   [p](auto x, auto bs, auto c, auto s, int t) { torchao_fp8_quantize_into(x, bs, p, c, s, t); }});
+                   [p = p](auto x, auto bs, auto c, auto s) { scalar::torchao_fp8_quantize(x, bs, p, c, s); },
+                   [p = p](auto x, auto bs, auto c, auto s, int t) { torchao_fp8_quantize_into(x, bs, p, c, s, t); }});
   out.push_back({"fp8.perblock.e4m3", false, [](auto x, auto bs, auto c, auto s) { scalar::fp8_perblock_quantize(x, bs, c, s); },
                  [](auto x, auto bs, auto c, auto s, int t) { fp8_perblock_quantize_into(x, bs, c, s, t); }});
   for (const auto& [name, q] : {std::pair{"dynamic", &bnb_dyn}, {"linear", &bnb_lin}})
@@ -79,8 +80,8 @@ std::vector<Quantizer> quantizers() {
       for (bool vec : {true, false}) {
         if (!vec && backend != BnbBackend::Default) continue;
         out.push_back({std::string("bnb.") + name + "." + backend_name + (vec ? "" : ".scalar-max"), false,
-                       [q, backend, vec](auto x, auto bs, auto c, auto s) { scalar::bnb_quantize(x, *q, bs, backend, vec, c, s); },
-                       [q, backend, vec](auto x, auto bs, auto c, auto s, int t) {
+                       [q = q, backend = backend, vec](auto x, auto bs, auto c, auto s) { scalar::bnb_quantize(x, *q, bs, backend, vec, c, s); },
+                       [q = q, backend = backend, vec](auto x, auto bs, auto c, auto s, int t) {
                          bnb_quantize_into(x, *q, bs, backend, vec, c, s, t);
                        }});
       }

@@ -412,24 +412,24 @@ namespace {
 // traits specs: the generic decode serves them unchanged. The encoder does not know their zero and
 // NaN rules yet and refuses them at compile time. No safetensors dtype of ours holds their codes.
 struct E4M3FNUZSpec {  // float8_e4m3fnuz: bias 8, no Inf, NaN only 0x80, no -0
-  static constexpr std::string_view name = "e4m3fnuz";
-  static constexpr DType code_dtype = DType::U8;
+  [[maybe_unused]] static constexpr std::string_view name = "e4m3fnuz";  // the traits need them; no test reads them
+  [[maybe_unused]] static constexpr DType code_dtype = DType::U8;
   static constexpr bool is_signed = true;
   static constexpr int exponent_bits = 4, mantissa_bits = 3, bias = 8;
   static constexpr bool has_zero = true, has_inf = false;
   static constexpr NanCodes nan_codes = NanCodes::NegativeZero;
 };
 struct E5M2FNUZSpec {  // float8_e5m2fnuz: bias 16, no Inf, NaN only 0x80, no -0
-  static constexpr std::string_view name = "e5m2fnuz";
-  static constexpr DType code_dtype = DType::U8;
+  [[maybe_unused]] static constexpr std::string_view name = "e5m2fnuz";  // the traits need them; no test reads them
+  [[maybe_unused]] static constexpr DType code_dtype = DType::U8;
   static constexpr bool is_signed = true;
   static constexpr int exponent_bits = 5, mantissa_bits = 2, bias = 16;
   static constexpr bool has_zero = true, has_inf = false;
   static constexpr NanCodes nan_codes = NanCodes::NegativeZero;
 };
 struct E8M0FNUSpec {  // float8_e8m0fnu (OCP MX v1.0 scale): no sign, no zero, no Inf, NaN only 0xFF
-  static constexpr std::string_view name = "e8m0fnu";
-  static constexpr DType code_dtype = DType::U8;
+  [[maybe_unused]] static constexpr std::string_view name = "e8m0fnu";  // the traits need them; no test reads them
+  [[maybe_unused]] static constexpr DType code_dtype = DType::U8;
   static constexpr bool is_signed = false;
   static constexpr int exponent_bits = 8, mantissa_bits = 0, bias = 127;
   static constexpr bool has_zero = false, has_inf = false;

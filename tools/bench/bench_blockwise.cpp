@@ -207,8 +207,10 @@ int main(int argc, char** argv) try {
   j["threads"] = threads;
   j["simd"] = std::string(simd::level_name(simd::active()));
   if (!ops.empty() && blockwise::search_table_min_elements <= n)  // the tables, built once (untimed by the ops' rows)
-    for (const auto& [name, map] : {std::pair{"torchao8_search_table", &s8}, {"torchao4_search_table", &s4}})
-      j["fast_s"][name].push_back(seconds([&] { blockwise::prepare_search_table(*map, threads); }));
+    for (const auto& [name, map] : {std::pair{"torchao8_search_table", &s8}, {"torchao4_search_table", &s4}}) {
+      const auto* table = map;  // a lambda may not capture a structured binding before C++20 P1091 (clang < 16)
+      j["fast_s"][name].push_back(seconds([&] { blockwise::prepare_search_table(*table, threads); }));
+    }
   for (int r = 0; r < repeats; ++r) {
     for (const Op& op : ops) {
       j["fast_s"][op.name].push_back(seconds(op.fast));
