@@ -470,3 +470,24 @@ TEST_CASE("issue 11 item 7: every golden case records the CPU capability it was 
     if (params.contains("cpu_capability")) CHECK(params.at("cpu_capability") == param_of.at(name));
   }
 }
+
+TEST_CASE("a changed code of coat.act.pertensor.groupscale is compared and classed, not a crash") {
+  // Found by fuzz_compare: the codes' explainer read the scale_dtype param, which this format fixes
+  // itself and leaves out of its params, and threw out of compare.
+  const Case golden = golden_case("coat/coat.act.pertensor.groupscale/qb16.e4m3.32x64.safetensors");
+  Case changed = golden;
+  const Tensor& codes = golden.require("codes");
+  std::vector<std::uint8_t> bytes = codes.bytes;
+  bytes[5] = static_cast<std::uint8_t>(bytes[5] ^ 1);  // one code one step away (its last bit)
+  changed.add(Tensor::from_bytes("codes", codes.dtype, codes.shape, bytes));
+  const FormatSpec* spec = find_format(golden.format());
+  REQUIRE(spec);
+  const ComparisonReport r =
+      compare_cases(golden, changed, load_tolerance_policy(spec->default_tolerance, LOWBIT_POLICY_DIR));
+  CHECK_FALSE(r.conformant);
+  for (const TensorComparison& t : r.tensors) {
+    CAPTURE(t.name);
+    CHECK(t.fault.empty());
+    CHECK(t.mismatches == (t.name == "codes" ? 1u : 0u));
+  }
+}

@@ -111,7 +111,16 @@ ElementExplainer act_code_explainer(const Case& e, const Case& a, const std::str
     return {};
   const auto f = fp8::format_of_dtype(want->dtype);
   if (!f) return {};
-  Options o = options_from(resolve_params(*find_format(e.format()), e.params()));
+  // The case's params as its format's run reads them (the per-tensor format fixes scale_dtype itself);
+  // params the run would refuse leave the codes unexplained rather than stop the comparison.
+  Options o;
+  try {
+    nlohmann::json p = resolve_params(*find_format(e.format()), e.params());
+    if (!p.contains("scale_dtype")) p["scale_dtype"] = "bf16";
+    o = options_from(p);
+  } catch (const std::exception&) {
+    return {};
+  }
   o.fp8 = *f;
   const std::int64_t m = input->shape[0], n = input->shape[1];
   const bool transposed = tensor == "codes_t";  // N x M: element i is x[i % M][i / M]
