@@ -27,13 +27,14 @@ def _refuse_bnb(name, *args, **kwargs):
 
 ctypes.cdll.LoadLibrary = _refuse_bnb
 
+import golden_io  # noqa: E402  (first: the run's own compile cache, before torch)
+
 import bitsandbytes  # noqa: E402
 import bitsandbytes.functional as bnbF  # noqa: E402
+from bitsandbytes.backends.default import ops as default_ops  # noqa: E402
 from bitsandbytes.cextension import ErrorHandlerMockBNBNativeLibrary, lib  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-
-import golden_io  # noqa: E402
 
 GENERATOR = "tools/export/export_bnb_default.py (lowbit 0.1.0)"
 TORCH = f"torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
@@ -44,6 +45,25 @@ N = 512
 
 def versions():
     return {"bnb": f"bitsandbytes {bitsandbytes.__version__} default back end, no native library ({TORCH})"}
+
+
+# backends/default/ops.py runs its dequantize under torch.compile (_try_torch_compile: inductor's C++
+# kernels, vectorized for the capability ATEN_CPU_CAPABILITY names), falling back to the eager
+# function when compiling fails. The cases hold what bnbF.dequantize_blockwise returns; each is
+# checked bit for bit against the eager function (`__wrapped__`) and against the same function
+# compiled here, which raises instead of falling back, so a case is never the fallback's alone
+# (export_all prints golden_io.compile_cache(): each run compiles into a fresh cache of its own).
+DEQUANT_EAGER = default_ops._dequantize_blockwise_compute.__wrapped__
+DEQUANT_COMPILED = torch.compile(DEQUANT_EAGER, dynamic=False)
+
+
+def dequantize(codes: torch.Tensor, state, name: str) -> torch.Tensor:
+    dequant = bnbF.dequantize_blockwise(codes, state)
+    args = (codes.reshape(-1), state.absmax, state.code, state.blocksize, state.dtype)
+    eager = DEQUANT_EAGER(*args).reshape(codes.shape)
+    golden_io.check_compiled(f"{name}: dequantize_blockwise (library) against eager", dequant, eager)
+    golden_io.check_compiled(f"{name}: dequantize_blockwise compiled here against eager", DEQUANT_COMPILED(*args).reshape(codes.shape), eager)
+    return dequant
 
 
 def inputs(kind: str, block: int, seed: int) -> torch.Tensor:
@@ -92,7 +112,7 @@ def export_16bit(w: golden_io.Writer, variant: str, qmap: torch.Tensor, block: i
         for seed, kind in enumerate(("normal", "nonfinite", "nan-payloads"), start=11):
             x = inputs_16bit(kind, block, seed, dtype)
             codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=block)
-            dequant = bnbF.dequantize_blockwise(codes, state)
+            dequant = dequantize(codes, state, f"{variant} {kind} block {block} {name}")
             assert dequant.dtype == dtype, f"dequantize_blockwise returned {dequant.dtype} for {name} input"
             w.add("bnb", f"bnb.blockwise8.{variant}", f"default.{kind}.block{block}.{name}{SUFFIX}",
                   {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
@@ -103,13 +123,15 @@ def export_16bit(w: golden_io.Writer, variant: str, qmap: torch.Tensor, block: i
 
 def export_all(w: golden_io.Writer):
     assert isinstance(lib, ErrorHandlerMockBNBNativeLibrary), "bitsandbytes loaded its native library"
+    print(f"dequantize_blockwise: {golden_io.compile_cache()}; each result equal bit for bit to the eager function's",
+          file=sys.stderr)
     maps = {"dynamic": bnbF.create_dynamic_map(signed=True).float(), "linear": bnbF.create_linear_map(signed=True).float()}
     for variant, qmap in maps.items():
         for block in (64, 256):
             for seed, kind in enumerate(("normal", "special", "nonfinite", "nan-payloads"), start=1):
                 x = inputs(kind, block, seed)
                 codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=block)
-                dequant = bnbF.dequantize_blockwise(codes, state)
+                dequant = dequantize(codes, state, f"{variant} {kind} block {block}")
                 if kind == "nonfinite":  # bucketize puts NaN last: the native library gives code 0 there
                     assert int(codes[0]) == 255, "a NaN block's codes are not 0xFF: not the default back end?"
                 w.add("bnb", f"bnb.blockwise8.{variant}", f"default.{kind}.block{block}{SUFFIX}",

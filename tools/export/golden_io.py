@@ -1,14 +1,68 @@
-"""Shared by the golden exporters: deterministic safetensors bytes, the MANIFEST, and the
-write-or-compare step at the end of every export."""
+"""Shared by the golden exporters: deterministic safetensors bytes, the MANIFEST, the
+write-or-compare step at the end of every export, and a compile cache of each run's own.
+
+Import this module before torch: it points torch.compile's on-disk caches at a fresh folder."""
 import argparse
+import atexit
 import hashlib
+import os
+import shutil
 import sys
 import json
+import tempfile
 from pathlib import Path
 
-import numpy as np
-import safetensors
-import torch
+# torch 2.15's on-disk compile caches (inductor's FX graph and kernel cache, triton's) do not key on
+# ATEN_CPU_CAPABILITY: a kernel compiled at one capability was served at another and returned that
+# capability's bits (bitsandbytes' compiled dequantize; issue 30). Every run of an exporter therefore
+# compiles into a fresh folder of its own, named by the capability asked for and removed at exit, so
+# that nothing compiled by another run, at another capability, is ever read. Set before torch is
+# imported (both variables are also read at each compile, so an exporter that imported torch first
+# is isolated all the same; compile_cache() checks that inductor uses the folder).
+COMPILE_CACHE = Path(tempfile.mkdtemp(prefix=f"lowbit-export-compile-{os.environ.get('ATEN_CPU_CAPABILITY') or 'native'}-"))
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(COMPILE_CACHE / "inductor")
+os.environ["TRITON_CACHE_DIR"] = str(COMPILE_CACHE / "triton")
+atexit.register(shutil.rmtree, COMPILE_CACHE, ignore_errors=True)
+
+import numpy as np  # noqa: E402
+import safetensors  # noqa: E402
+import torch  # noqa: E402
+
+
+def compile_cache() -> str:
+    """The line an exporter that compiles prints about its compile cache: the capability the
+    kernels were compiled for and the run's own folder. Checks that inductor's cache is the folder
+    set above (a TORCHINDUCTOR_CACHE_DIR changed after this module was imported would share a cache
+    across runs again)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    assert Path(cache_dir()) == COMPILE_CACHE / "inductor", f"inductor's cache is {cache_dir()}, not this run's"
+    assert Path(os.environ["TRITON_CACHE_DIR"]) == COMPILE_CACHE / "triton", "triton's cache is not this run's"
+    return (f"torch.compile (inductor) at CPU capability {torch.backends.cpu.get_cpu_capability()}, "
+            "into a fresh compile cache of this run only (TORCHINDUCTOR_CACHE_DIR, TRITON_CACHE_DIR)")
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Dtype, shape and every byte equal (NaN payloads included; torch.equal would say NaN != NaN)."""
+    a, b = a.detach().cpu().contiguous(), b.detach().cpu().contiguous()
+    return a.dtype == b.dtype and a.shape == b.shape and bytes(a.reshape(-1).view(torch.uint8).numpy()) == bytes(
+        b.reshape(-1).view(torch.uint8).numpy())
+
+
+def check_compiled(what: str, compiled: torch.Tensor, eager: torch.Tensor):
+    """A compiled function's result against its eager function's, bit for bit: an exporter writes
+    nothing when they differ (which of the two a case should hold is then a question, not a case)."""
+    if not same_bits(compiled, eager):
+        c, e = compiled.detach().cpu().reshape(-1), eager.detach().cpu().reshape(-1)
+        if c.dtype == e.dtype and c.shape == e.shape:
+            iv = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[c.element_size()]
+            diff = (c.view(iv) != e.view(iv)).nonzero().reshape(-1)
+            k = int(diff[0])
+            detail = (f"{diff.numel()} of {c.numel()} elements differ, first at {k}: compiled "
+                      f"{int(c.view(iv)[k]) & ((1 << 8 * c.element_size()) - 1):#x}, eager "
+                      f"{int(e.view(iv)[k]) & ((1 << 8 * c.element_size()) - 1):#x}")
+        else:
+            detail = f"compiled {c.dtype} {tuple(c.shape)}, eager {e.dtype} {tuple(e.shape)}"
+        sys.exit(f"{what}: the compiled result differs from the eager one ({detail}); nothing written")
 
 DTYPES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16", torch.uint8: "U8", torch.int32: "I32",
           torch.int64: "I64", torch.float8_e4m3fn: "F8_E4M3", torch.float8_e5m2: "F8_E5M2"}
