@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _arrays, _core
+from . import _arrays, _core, _dcp
 from ._case import Case
+from ._core import CaseError
 
 _BNB_WRAPPER = "__bnb_optimizer_quant_state__"
 _TORCHAO_CLASSES = {"OptimState8bit", "OptimState4bit", "OptimStateFp8"}
@@ -126,38 +127,43 @@ def _walk(obj, key, found, plain, block_size):
         plain.append(key)
 
 
-def _torch_load(path, weights_only=True):
+def _torch_load(source, weights_only=True, origin=None):
+    """torch.load of a file or of one DCP item's bytes; whatever a hostile file makes it raise comes
+    back as a CaseError naming the file (with weights_only=True torch's own unpickler admits only
+    tensors, plain containers and the classes allowlisted, torchao's states among them)."""
     import torch
 
     try:  # torchao's state classes are allowlisted for weights_only loading when torchao is imported
         import torchao.optim  # noqa: F401
     except ImportError:
         pass
-    return torch.load(path, map_location="cpu", weights_only=weights_only)
+    try:
+        return torch.load(source, map_location="cpu", weights_only=weights_only)
+    except Exception as e:
+        raise CaseError(f"{origin or source}: torch.load failed ({type(e).__name__}: {str(e)[:300]})") from None
+
+
+MAX_KEY_DEPTH = 64  # dotted components of one DCP item name
 
 
 def _read_dcp(path, weights_only=True) -> dict:
     """A torch distributed checkpoint folder, item by item as DCP stored it: a torchao state object is
     read back whole (its codes), which loading into a plain tensor template would dequantize. Single-
-    process checkpoints (one chunk per tensor), as DCP saves without a process group."""
-    from torch.distributed.checkpoint import FileSystemReader
-
-    metadata = FileSystemReader(os.fspath(path)).read_metadata()
-    flat = {}
-    for index, info in metadata.storage_data.items():
-        if getattr(info, "transform_descriptors", None):
-            raise ValueError(f"{path}: item {index.fqn} is stored with transforms {info.transform_descriptors}; "
-                             f"lowbit reads plain DCP items only")
-        if index.fqn in flat:
-            raise ValueError(f"{path}: {index.fqn} is stored in several chunks (a sharded save); lowbit reads "
-                             f"single-process checkpoints")
-        file = os.path.join(os.fspath(path), info.relative_path)
-        with open(file, "rb") as f:
-            f.seek(info.offset)
-            data = f.read(info.length)
-        if len(data) != info.length:
-            raise ValueError(f"{file}: item {index.fqn} ends past the end of the file")
-        flat[index.fqn] = _torch_load(io.BytesIO(data), weights_only)
+    process checkpoints (one chunk per tensor), as DCP saves without a process group. The metadata
+    and the item files are read as hostile input (_dcp.py: no code from the pickle runs, no file
+    outside the folder is opened); each item's bytes go through torch.load(weights_only=...)."""
+    with _dcp.Folder(path) as folder:
+        items = folder.items(weights_only)
+        seen = set()
+        for it in items:
+            if it.fqn in seen:
+                raise CaseError(f"{path}: {it.fqn} is stored in several chunks (a sharded save); lowbit reads "
+                                f"single-process checkpoints")
+            seen.add(it.fqn)
+            if it.fqn.count(".") >= MAX_KEY_DEPTH:
+                raise CaseError(f"{path}: item {it.fqn[:80]!r}... has more than {MAX_KEY_DEPTH} dotted parts")
+        stored = folder.read(items)
+    flat = {it.fqn: _torch_load(io.BytesIO(data), weights_only, f"{path}: item {it.fqn!r}") for it, data in stored}
     # nested again by the dots of DCP's names, so that a state's parts (bitsandbytes' state1, absmax1,
     # qmap1) meet in one dict and keys read as in memory
     nested = {}
@@ -167,18 +173,23 @@ def _read_dcp(path, weights_only=True) -> dict:
         for p in parents:
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
-                raise ValueError(f"{path}: {fqn} lies under another item")
+                raise CaseError(f"{path}: {fqn} lies under another item")
+        if leaf in node:
+            raise CaseError(f"{path}: {fqn} names an item and the items under it")
         node[leaf] = value
     return nested
 
 
 def load_state(source, weights_only=True):
     """A state dict from memory (returned as is), a torch.save file or a DCP folder. Files are read
-    with torch.load(weights_only=True) unless told otherwise."""
+    as hostile input unless weights_only=False: torch.load(weights_only=True), and a DCP folder's
+    metadata through an unpickler that admits only DCP's own classes (lowbit/_dcp.py)."""
     if isinstance(source, (str, os.PathLike)):
         if os.path.isdir(source):
             return _read_dcp(source, weights_only)
         return _torch_load(os.fspath(source), weights_only)
+    if isinstance(source, bytes):
+        raise TypeError("state_dict: bytes; give a state dict, a torch.save file's path or a DCP folder's path")
     return source
 
 
