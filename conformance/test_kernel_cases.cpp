@@ -13,6 +13,7 @@
 #include "lowbit/case_maker.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/kernel_cases.hpp"
+#include "lowbit/plugin_host.hpp"
 
 using namespace lowbit;
 using namespace lowbit::test;
@@ -206,19 +207,23 @@ TEST_CASE("golden generate and audit --kernel: a kernel that crashes, hangs or r
 
 TEST_CASE("golden generate --kernel: a bad plugin, an unknown kernel, another format: one line, exit 2") {
   TempDir dir("lowbit_kernel_bad_");
-  const auto one_line = [&](const std::string& args, const std::string& says) {
+  // listed: the plugin's kernels come first, one a line ("  NAME (FORMAT)"), then the error's line
+  const auto one_line = [&](const std::string& args, const std::string& says, std::size_t listed = 0) {
     const Run r = lowbit_cli("golden generate " + args + " --input normal --out " + (dir / "out"));
     CAPTURE(args);
     CAPTURE(r.output);
     CHECK(r.code == 2);
-    CHECK(count_lines(r.output) == 1);
-    CHECK(r.output.find(says) != std::string::npos);
+    CHECK(count_lines(r.output) == listed + 1);
+    std::size_t at = 0;
+    for (std::size_t i = 0; i < listed; ++i, at = r.output.find('\n', at) + 1) CHECK(r.output.compare(at, 2, "  ") == 0);
+    CHECK(r.output.find(says, at) != std::string::npos);
     CHECK(!std::filesystem::exists(dir / "out"));
   };
+  const std::size_t twins = plugin_kernels(plugin("blockwise_host_twin"), 30).size();
   one_line("--kernel /nonexistent/k.so", "--kernel: '/nonexistent/k.so' is not a file");
-  one_line("--format torchao.fp8 --check-elements 5", "--check-elements and --timeout apply with --kernel only");
-  one_line("--kernel " + plugin("blockwise_host_twin") + ":no.such.kernel", "has no kernel named 'no.such.kernel'");
-  one_line("--kernel " + plugin("blockwise_host_twin"), "name one as LIB:NAME");
+  one_line("--format torchao.fp8 --check-elements 5", "--check-elements, --timeout and --kernel-memory apply with --kernel only");
+  one_line("--kernel " + plugin("blockwise_host_twin") + ":no.such.kernel", "has no kernel named 'no.such.kernel'", twins);
+  one_line("--kernel " + plugin("blockwise_host_twin"), "name one as LIB:NAME", twins);
   one_line("--kernel " + plugin("malformed_no_entry"), "exports no lowbit_plugin_v1");
   one_line("--kernel " + plugin("blockwise_host_twin") + ":host-twin.torchao.fp8 --format torchao.codebook8.signed",
            "--format torchao.codebook8.signed: kernel 'host-twin.torchao.fp8' implements torchao.fp8");
@@ -303,11 +308,11 @@ TEST_CASE("audit --kernel refuses a mutant's round trip and writes no report; a 
   CHECK(!std::filesystem::exists(dir / "r.json"));
   const Run bad = lowbit_cli("audit --kernel " + plugin("blockwise_host_twin") + ":nope --input normal:n=4096 --quiet");
   CHECK(bad.code == 2);
-  CHECK(count_lines(bad.output) == 1);
-  CHECK(bad.output.find("has no kernel named 'nope'") != std::string::npos);
+  CHECK(count_lines(bad.output) == plugin_kernels(plugin("blockwise_host_twin"), 30).size() + 1);  // listed, then the error
+  CHECK(bad.output.find("has no kernel named 'nope' (its kernels are listed above)") != std::string::npos);
   const Run stray = lowbit_cli("audit --timeout 5 --input normal:n=4096 --quiet");
   CHECK(stray.code == 2);
-  CHECK(stray.output == "lowbit: error: --check-elements and --timeout apply with --kernel only\n");
+  CHECK(stray.output == "lowbit: error: --check-elements, --timeout and --kernel-memory apply with --kernel only\n");
   const Run trajectory = lowbit_cli("audit --trajectory --steps 2 --kernel " + plugin("blockwise_host_twin"));
   CHECK(trajectory.code == 2);
   CHECK(trajectory.output == "lowbit: error: --kernel measures round trips; --trajectory runs the reference's optimizer steps only\n");

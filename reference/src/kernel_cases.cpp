@@ -151,7 +151,7 @@ KernelRun run_on(const KernelUnderReview& k, const FormatSpec& f, const Case& in
   std::vector<const Tensor*> in;
   for (const Tensor& t : inputs.tensors)
     if (is_input(f, t.name)) in.push_back(&t);
-  return run_plugin_kernel(k.library, k.kernel, in, params.dump(), like, k.timeout_seconds, k.cuda_runner);
+  return run_plugin_kernel(k.library, k.kernel, in, params.dump(), like, k.timeout_seconds, k.cuda_runner, k.memory_bytes);
 }
 
 std::string range_text(std::size_t begin, std::size_t end) { return fmt::format("[{}, {})", begin, end); }

@@ -3,20 +3,19 @@
 #include <dlfcn.h>
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "lowbit/cuda_runner.h"
+#include "lowbit/kernel_sandbox.hpp"
 #include "lowbit/kernel_plugin.h"
+#include "lowbit/printable.hpp"
 #include "lowbit/utf8.hpp"
 
 namespace lowbit {
@@ -24,9 +23,11 @@ namespace lowbit {
 namespace {
 
 constexpr std::size_t kMessageBytes = 4096;
-constexpr std::size_t kListingBytes = 1 << 16;
 constexpr std::uint32_t kMaxKernels = 1024;
 constexpr std::size_t kMaxName = 255;
+// The listing of a table of kMaxKernels kernels whose names and formats take kMaxName bytes each,
+// JSON-escaped (a control byte takes 6): it always fits.
+constexpr std::size_t kListingBytes = kMaxKernels * (2 * kMaxName * 6 + 64);
 constexpr int kChildPluginFault = 3;  // the child's exit code when the plugin itself is unusable
 
 // The start of the memory shared with the child: how far it got, and its message.
@@ -35,6 +36,7 @@ struct SharedHeader {
   std::int32_t ran;          // 1 once the kernel's run returned
   std::int32_t cuda_failed;  // 1: a CUDA call of the runner failed; message says which
   std::int32_t on_device;    // 1: the kernel ran through the CUDA runner; kernel_ms is its time
+  std::int32_t plugin_fault; // 1: child_fails said why the plugin is unusable
   float kernel_ms;           // CUDA kernels: the runner's event time
   lowbit_cuda_device device; // probe_cuda_device: what the runner found
   char message[kMessageBytes];
@@ -62,15 +64,27 @@ class SharedMemory {
 
 [[noreturn]] void child_fails(SharedHeader& h, const std::string& message) {
   std::snprintf(h.message, kMessageBytes, "%s", message.c_str());
+  h.plugin_fault = 1;
+  std::fflush(stdout);
+  std::fflush(stderr);
   _exit(kChildPluginFault);
 }
 
 bool bounded_string(const char* s) { return s && strnlen(s, kMaxName + 1) <= kMaxName && s[0] != '\0'; }
 
-// The plugin's table, checked: every field the harness reads, before it reads it.
+// dlerror() names the file the child opened, /proc/self/fd/N: name the plugin as the user did.
+std::string load_error(const std::string& library) {
+  std::string text = dlerror();
+  const std::string opened = plugin_in_child();
+  for (std::size_t at; (at = text.find(opened)) != std::string::npos;) text.replace(at, opened.size(), library);
+  return text;
+}
+
+// The plugin's table, checked: every field the harness reads, before it reads it. The library is
+// the file run_sandboxed passed the child (the one hashed), never a search of the library path.
 const lowbit_plugin& load_table(const std::string& library, SharedHeader& h) {
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) child_fails(h, std::string("cannot load it: ") + dlerror());
+  void* handle = dlopen(plugin_in_child(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) child_fails(h, "cannot load it: " + load_error(library));
   auto entry = reinterpret_cast<lowbit_plugin_entry_fn>(dlsym(handle, LOWBIT_PLUGIN_ENTRY));
   if (!entry) child_fails(h, "it exports no " LOWBIT_PLUGIN_ENTRY " (see device/include/lowbit/kernel_plugin.h)");
   const lowbit_plugin* p = entry();
@@ -105,40 +119,9 @@ void* runner_symbol(const std::string& runner, const char* symbol, SharedHeader&
 
 // --- in the parent ---------------------------------------------------------------------------------
 
-std::string signal_text(int sig) {
-  const char* name = sigabbrev_np(sig);
-  return "killed by signal " + std::to_string(sig) + (name ? std::string(" (SIG") + name + ")" : "");
-}
-
-// Waits for the child until the deadline; kills it past the deadline. "" when it exited 0, else what
-// went wrong ("killed by signal 11 (SIGSEGV)", "timed out after 10 s", "exited with 3").
-std::string wait_for(pid_t pid, double timeout_seconds, int& exit_code) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds);
-  auto pause = std::chrono::microseconds(200);
-  int status = 0;
-  for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
-    if (done == pid) break;
-    if (done < 0 && errno != EINTR) throw std::runtime_error(std::string("waitpid: ") + std::strerror(errno));
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      return "timed out after " + nlohmann::json(timeout_seconds).dump() + " s";
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(20000));
-  }
-  if (WIFSIGNALED(status)) return signal_text(WTERMSIG(status));
-  exit_code = WEXITSTATUS(status);
-  return exit_code == 0 ? "" : "exited with " + std::to_string(exit_code);
-}
-
-pid_t fork_child() {
-  std::fflush(nullptr);  // the child leaves with _exit: nothing buffered twice
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error(std::string("cannot start the kernel's process: ") + std::strerror(errno));
-  return pid;
+// Whether the child stopped on a fault of the plugin itself (child_fails), not of a kernel.
+bool plugin_fault(const SandboxOutcome& o, const SharedHeader& h) {
+  return o.exit_code == kChildPluginFault && h.plugin_fault == 1;
 }
 
 std::string message_of(SharedHeader& h) {
@@ -169,24 +152,21 @@ lowbit_tensor abi_tensor(const Tensor& t, void* data) {
 
 }  // namespace
 
-std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds) {
+std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds, std::uint64_t memory_bytes) {
+  open_plugin(library);
   SharedMemory shared(sizeof(SharedHeader) + kListingBytes);
   char* listing = reinterpret_cast<char*>(shared.bytes() + sizeof(SharedHeader));
-  const pid_t pid = fork_child();
-  if (pid == 0) {
+  const SandboxOutcome outcome = run_sandboxed({timeout_seconds, memory_bytes, false}, library, [&] {
     const lowbit_plugin& p = load_table(library, shared.header());
     nlohmann::json kernels = nlohmann::json::array();
     for (std::uint32_t i = 0; i < p.kernel_count; ++i)
       kernels.push_back({p.kernels[i].name, p.kernels[i].format, p.kernels[i].memory == LOWBIT_MEMORY_HOST});
-    const std::string text = kernels.dump();
+    const std::string text = kernels.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (text.size() >= kListingBytes) child_fails(shared.header(), "its table is too large to list");
     std::memcpy(listing, text.c_str(), text.size() + 1);
-    _exit(0);
-  }
-  int code = 0;
-  const std::string failure = wait_for(pid, timeout_seconds, code);
-  if (code == kChildPluginFault) throw PluginError(library + ": " + message_of(shared.header()));
-  if (!failure.empty()) throw PluginError(library + ": loading it " + failure);
+  });
+  if (plugin_fault(outcome, shared.header())) throw PluginError(library + ": " + message_of(shared.header()));
+  if (!outcome.failure.empty()) throw PluginError(library + ": loading it " + outcome.failure + outcome.memory_note);
   listing[kListingBytes - 1] = '\0';
   std::vector<PluginKernel> out;
   try {  // written by a child that ran the plugin's code: read it as untrusted
@@ -195,29 +175,30 @@ std::vector<PluginKernel> plugin_kernels(const std::string& library, double time
   } catch (const nlohmann::json::exception&) {
     throw PluginError(library + ": its table could not be read back from the process that loaded it");
   }
-  for (std::size_t i = 0; i < out.size(); ++i)
-    for (std::size_t j = 0; j < i; ++j)
-      if (out[j].name == out[i].name) throw PluginError(library + ": two kernels are named '" + out[i].name + "'");
+  if (out.empty() || out.size() > kMaxKernels)
+    throw PluginError(library + ": its table could not be read back from the process that loaded it");
+  std::vector<const std::string*> names;
+  for (const PluginKernel& k : out) names.push_back(&k.name);
+  std::sort(names.begin(), names.end(), [](auto* a, auto* b) { return *a < *b; });
+  for (std::size_t i = 1; i < names.size(); ++i)
+    if (*names[i] == *names[i - 1]) throw PluginError(library + ": two kernels are named '" + printable(*names[i]) + "'");
   return out;
 }
 
 CudaDevice probe_cuda_device(const std::string& runner, double timeout_seconds) {
   SharedMemory shared(sizeof(SharedHeader));
   SharedHeader& header = shared.header();
-  const pid_t pid = fork_child();
-  if (pid == 0) {
+  const SandboxOutcome outcome = run_sandboxed({timeout_seconds, 0, true}, {}, [&] {
     auto probe = reinterpret_cast<lowbit_cuda_probe_fn>(runner_symbol(runner, LOWBIT_CUDA_PROBE, header));
     char message[kMessageBytes] = {};
     if (probe(&header.device, message, kMessageBytes) != 0) {
       message[kMessageBytes - 1] = '\0';
       child_fails(header, message);
     }
-    _exit(0);
-  }
-  int code = 0;
-  const std::string failure = wait_for(pid, timeout_seconds, code);
-  if (code == kChildPluginFault) throw CudaUnavailable(message_of(header));
-  if (!failure.empty()) throw CudaUnavailable("looking for a device with the CUDA runner '" + runner + "': " + failure);
+  });
+  if (plugin_fault(outcome, header)) throw CudaUnavailable(message_of(header));
+  if (!outcome.failure.empty())
+    throw CudaUnavailable("looking for a device with the CUDA runner '" + runner + "': " + outcome.failure);
   lowbit_cuda_device& d = header.device;
   d.name[sizeof d.name - 1] = '\0';
   return {d.name, d.major, d.minor, d.driver_version, d.runtime_version};
@@ -225,7 +206,8 @@ CudaDevice probe_cuda_device(const std::string& runner, double timeout_seconds) 
 
 KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
                             const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds,
-                            const std::string& cuda_runner) {
+                            const std::string& cuda_runner, std::uint64_t memory_bytes) {
+  open_plugin(library);
   std::vector<std::size_t> offsets;
   std::size_t total = aligned(sizeof(SharedHeader));
   for (const Tensor* t : like) {
@@ -234,15 +216,16 @@ KernelRun run_plugin_kernel(const std::string& library, const std::string& kerne
   }
   SharedMemory shared(total);  // zero-filled: an output the kernel does not write reads as zeros
   SharedHeader& header = shared.header();
-  const pid_t pid = fork_child();
-  if (pid == 0) {
+  // A CUDA runner runs kernels of CUDA memory only; the table says which, read in the child: the
+  // limits of a CUDA kernel (kernel_sandbox.hpp) apply whenever a runner is given.
+  const SandboxOutcome outcome = run_sandboxed({timeout_seconds, memory_bytes, !cuda_runner.empty()}, library, [&] {
     const lowbit_plugin& p = load_table(library, header);
     const lowbit_kernel* k = nullptr;
     for (std::uint32_t i = 0; i < p.kernel_count; ++i)
       if (kernel == p.kernels[i].name) k = &p.kernels[i];
-    if (!k) child_fails(header, "no kernel named '" + kernel + "'");
+    if (!k) child_fails(header, "no kernel named '" + printable(kernel) + "'");
     const bool cuda = k->memory == LOWBIT_MEMORY_CUDA;
-    if (cuda && cuda_runner.empty()) child_fails(header, "kernel '" + kernel + "' takes CUDA memory, and no CUDA runner was given");
+    if (cuda && cuda_runner.empty()) child_fails(header, "kernel '" + printable(kernel) + "' takes CUDA memory, and no CUDA runner was given");
     std::vector<lowbit_tensor> in, out;
     for (const Tensor* t : inputs) in.push_back(abi_tensor(*t, const_cast<std::uint8_t*>(t->bytes.data())));
     for (std::size_t i = 0; i < like.size(); ++i) out.push_back(abi_tensor(*like[i], shared.bytes() + offsets[i]));
@@ -256,7 +239,7 @@ KernelRun run_plugin_kernel(const std::string& library, const std::string& kerne
         cuda_error[kMessageBytes - 1] = '\0';
         std::memcpy(header.message, cuda_error, kMessageBytes);
         header.cuda_failed = 1;
-        _exit(0);
+        return;
       }
       header.on_device = 1;
     } else {
@@ -266,17 +249,19 @@ KernelRun run_plugin_kernel(const std::string& library, const std::string& kerne
     message[kMessageBytes - 1] = '\0';
     std::memcpy(header.message, message, kMessageBytes);
     header.ran = 1;
-    _exit(0);
-  }
-  int code = 0;
+  });
+  // From here the kernel's whole process group is gone: nothing writes the outputs any more.
+  if (plugin_fault(outcome, header)) throw PluginError(library + ": " + message_of(header));
   KernelRun r;
-  r.failure = wait_for(pid, timeout_seconds, code);
-  if (code == kChildPluginFault) throw PluginError(library + ": " + message_of(header));
+  r.failure = outcome.failure;
   if (r.failure.empty() && header.cuda_failed == 1) r.failure = "failed on the device: " + message_of(header);
   if (r.failure.empty() && header.ran != 1) r.failure = "its process ended before the kernel returned";
   if (r.failure.empty() && header.kernel_status != 0)
     r.failure = "returned " + std::to_string(header.kernel_status) + ": " + message_of(header);
-  if (!r.failure.empty()) return r;
+  if (!r.failure.empty()) {
+    r.failure += outcome.memory_note;
+    return r;
+  }
   r.completed = true;
   if (header.on_device == 1) r.kernel_ms = header.kernel_ms;
   for (std::size_t i = 0; i < like.size(); ++i) {

@@ -53,8 +53,9 @@ struct AuditOptions {
   std::string kernel;  // LIB[:NAME]: round trips through the plugin's kernels (kernel_cases.hpp)
   std::uint64_t check_elements = std::uint64_t{1} << 20;
   double timeout = 600;
+  std::string kernel_memory;  // --kernel-memory (its default set with the option)
   nlohmann::json kernel_record;  // what the reports say of the plugin, its kernels and device
-  bool kernel_options = false;   // --check-elements or --timeout given
+  bool kernel_options = false;   // --check-elements, --timeout or --kernel-memory given
 };
 
 // --kernel: the kernel that stands for each format's round trip, and how it runs.
@@ -407,7 +408,8 @@ int run_trajectory(AuditOptions o) {
 // --kernel: the plugin's kernels, one per format (LIB:NAME picks one), and the CUDA device when one
 // takes CUDA memory; recorded in o.kernel_record for the reports.
 RoundTripKernels pick_round_trip_kernels(AuditOptions& o) {
-  if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+  check_kernel_timeout(o.timeout);
+  kernel_memory_bytes(o.kernel_memory);
   if (o.check_elements < 1) throw UsageError("--check-elements must be at least 1");
   RoundTripKernels k;
   for (const PluginKernel& p : pick_kernels(o.kernel, o.timeout, k.library)) {
@@ -430,7 +432,7 @@ RoundTripKernels pick_round_trip_kernels(AuditOptions& o) {
 }
 
 int run_audit(AuditOptions o) {
-  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements and --timeout apply with --kernel only");
+  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements, --timeout and --kernel-memory apply with --kernel only");
   if (o.trajectory && !o.kernel.empty())
     throw UsageError("--kernel measures round trips; --trajectory runs the reference's optimizer steps only");
   if (o.trajectory) return run_trajectory(std::move(o));
@@ -537,7 +539,8 @@ int run_audit(AuditOptions o) {
           const auto kernel = kernels ? kernels->by_format.find(f->name) : decltype(kernels->by_format)::iterator{};
           if (r.note.empty() && kernels && kernel != kernels->by_format.end() && kernel_round_trips(*f)) {
             r.ran_on = "kernel " + kernel->second.name;
-            const KernelUnderReview k{kernels->library, kernel->second.name, o.timeout, kernels->cuda_runner};
+            const KernelUnderReview k{kernels->library, kernel->second.name, o.timeout, kernels->cuda_runner,
+                                      kernel_memory_bytes(o.kernel_memory)};
             try {
               r.m = audit::audit(*f, x, r.block, o.threads, [&](std::span<const float> xs, std::size_t b) {
                 std::vector<float> xh;
@@ -652,11 +655,13 @@ Subcommand add_audit_command(CLI::App& parent) {
                   "blocks, this many elements together")
       ->capture_default_str();
   cmd->add_option("--timeout", o->timeout, "--kernel: seconds a kernel may take per configuration")->capture_default_str();
+  add_kernel_memory_option(*cmd, o->kernel_memory);
   cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
   cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
   cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();
   return {cmd, [o, cmd] {
-            o->kernel_options = cmd->get_option("--check-elements")->count() + cmd->get_option("--timeout")->count() > 0;
+            o->kernel_options = cmd->get_option("--check-elements")->count() + cmd->get_option("--timeout")->count() +
+                                cmd->get_option("--kernel-memory")->count() > 0;
             return run_audit(*o);
           }};
 }

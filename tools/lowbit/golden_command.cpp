@@ -17,6 +17,7 @@
 #include "lowbit/kernel_cases.hpp"
 #include "lowbit/manifest.hpp"
 #include "lowbit/printable.hpp"
+#include "lowbit/sha256.hpp"
 #include "kernel_option.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
@@ -36,7 +37,8 @@ struct GenerateOptions {
   std::string kernel;    // LIB[:NAME]: the outputs come from this kernel (kernel_cases.hpp)
   std::uint64_t check_elements = std::uint64_t{1} << 20;  // --kernel: elements held to the reference
   double timeout = 600;  // --kernel: seconds per case
-  bool kernel_options = false;  // --check-elements or --timeout given
+  std::string kernel_memory;  // --kernel: --kernel-memory (its default set with the option)
+  bool kernel_options = false;  // --check-elements, --timeout or --kernel-memory given
   int threads = 1;               // the inputs' and the reference's (add_case_threads_option)
 };
 
@@ -181,12 +183,31 @@ std::vector<GeneratedCase> generate_cases(const FormatSpec& spec, const nlohmann
   return made;
 }
 
+// The manifest as publish finds it (under the folder's lock) against the one read before the cases
+// were made: an entry added or changed since must describe its file (size and sha256), as one that
+// another lowbit run published does. One that does not was planted (by a kernel under review, which
+// runs in between): nothing is published over it.
+void check_entries_since(const std::string& out, const Manifest& before, const Manifest& now) {
+  namespace fs = std::filesystem;
+  for (const ManifestEntry& e : now.files) {
+    const ManifestEntry* earlier = find_entry(before, e.path);
+    if (earlier && earlier->sha256 == e.sha256 && earlier->size == e.size) continue;
+    const fs::path file = fs::path(out) / e.path;
+    std::error_code ec;
+    const bool described = fs::is_regular_file(file, ec) && fs::file_size(file, ec) == e.size && !ec &&
+                           sha256_hex(read_file_bytes(file.string())) == e.sha256;
+    if (!described)
+      throw UsageError("--out: " + printable(manifest_path(out)) + " changed while the cases were made: its entry '" +
+                       printable(e.path) + "' does not describe the file there; nothing written");
+  }
+}
+
 // Writes the cases and the updated manifest all together or not at all. A case whose file (or
 // manifest entry) already holds different bytes is refused, naming it, unless `replace`; the same
 // bytes again are left as they are.
 // `inputs`: the files of file: input specs, which no case may overwrite, --replace or not.
 void publish(const std::string& out, const std::string& format, const std::vector<GeneratedCase>& made, bool replace,
-             const std::vector<std::string>& inputs) {
+             const std::vector<std::string>& inputs, const Manifest& before) {
   namespace fs = std::filesystem;
   const fs::path folder = fs::path(out) / format;
   const bool had_out = fs::exists(out), had_folder = fs::exists(folder);
@@ -200,6 +221,7 @@ void publish(const std::string& out, const std::string& format, const std::vecto
     // the manifest this one wrote and adds to it (without the lock, concurrent runs lost entries).
     const FolderLock lock(out);
     manifest = read_manifest(out);
+    check_entries_since(out, before, manifest);
     for (const GeneratedCase& c : made) {
       const auto earlier = std::find_if(unique.begin(), unique.end(), [&](auto* u) { return u->relative == c.relative; });
       if (earlier != unique.end()) {
@@ -241,15 +263,16 @@ void publish(const std::string& out, const std::string& format, const std::vecto
 
 int run_generate(GenerateOptions o) {
   if (o.format == "list") return list_formats();
-  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements and --timeout apply with --kernel only");
+  if (o.kernel.empty() && o.kernel_options) throw UsageError("--check-elements, --timeout and --kernel-memory apply with --kernel only");
   std::optional<OutputKernel> kernel;
   if (!o.kernel.empty()) {
-    if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+    check_kernel_timeout(o.timeout);
+    const std::uint64_t memory = kernel_memory_bytes(o.kernel_memory);
     if (o.check_elements < 1) throw UsageError("--check-elements must be at least 1");
     std::string library;
     const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
     note_input_file(library);  // no case is written over the plugin
-    kernel = OutputKernel{{library, picked.name, o.timeout, {}}, o.check_elements, {}};
+    kernel = OutputKernel{{library, picked.name, o.timeout, {}, memory}, o.check_elements, {}};
     kernel->source = "kernel " + picked.name + " of " + library_identity(library);
     if (!picked.host) {
       const CudaDevice device = cuda_device_for(picked, library, o.timeout, kernel->k.cuda_runner);
@@ -294,7 +317,8 @@ int run_generate(GenerateOptions o) {
   if (o.steps < 1) throw UsageError("--steps must be at least 1");
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
-  read_manifest(o.out);  // a malformed one fails before the work (publish reads it again, locked)
+  // A malformed manifest fails before the work; publish reads it again, locked, and checks what changed.
+  const Manifest before = read_manifest(o.out);
   std::vector<std::string> input_files;
   for (const InputSpec& s : specs)
     if (s.kind == "file") input_files.push_back(s.args.at("path"));
@@ -306,7 +330,7 @@ int run_generate(GenerateOptions o) {
                printable(kernel->k.kernel));
     return kNotConformant;
   }
-  publish(o.out, spec->name, made, o.replace, input_files);
+  publish(o.out, spec->name, made, o.replace, input_files, before);
   return kConformant;
 }
 
@@ -376,6 +400,7 @@ Subcommand add_golden_command(CLI::App& parent) {
       ->capture_default_str();
   gen->add_option("--timeout", g->timeout, "--kernel: seconds the kernel may take per case before it is killed")
       ->capture_default_str();
+  add_kernel_memory_option(*gen, g->kernel_memory);
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");
   auto dir = std::make_shared<std::string>(shipped_golden_dir().string());
@@ -383,7 +408,8 @@ Subcommand add_golden_command(CLI::App& parent) {
 
   return {golden, [g, dir, gen]() -> int {
             if (gen->parsed()) {
-              g->kernel_options = gen->get_option("--check-elements")->count() + gen->get_option("--timeout")->count() > 0;
+              g->kernel_options = gen->get_option("--check-elements")->count() + gen->get_option("--timeout")->count() +
+                                      gen->get_option("--kernel-memory")->count() > 0;
               return run_generate(*g);
             }
             return run_check(*dir);

@@ -2,6 +2,8 @@
 // --kernel LIB[:NAME], as verify, golden generate and audit take it: the plugin's kernel picked from
 // its table, and for a CUDA-memory kernel the CUDA runner and device 0, found before any work. Every
 // way that fails is one line (UsageError, exit 2).
+#include <CLI/CLI.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,8 +13,18 @@
 
 namespace lowbit::cli {
 
-// LIB or LIB:NAME (LIB alone when the plugin holds one kernel): the library's path into `library`,
-// the kernel, whose format is registered and, when `format` is given, is that format.
+// --timeout: a finite number of seconds in (0, 86400]; UsageError naming the option otherwise (nan,
+// inf, 0 and negative times would leave a kernel unbounded or refuse every case).
+void check_kernel_timeout(double seconds);
+
+// --kernel-memory (kernel_sandbox.hpp): bytes as a whole number with an optional binary unit K, M, G
+// or T ("512M", "8G"), from 16M to 1T; UsageError naming the option. The option's default text is
+// default_kernel_memory() in M.
+std::uint64_t kernel_memory_bytes(const std::string& text);
+CLI::Option* add_kernel_memory_option(CLI::App& app, std::string& text);
+
+// LIB or LIB:NAME (LIB alone when the plugin holds one kernel): the library's canonical absolute
+// path into `library` (the file opened, hashed and loaded, kernel_sandbox.hpp), the kernel, whose format is registered and, when `format` is given, is that format.
 PluginKernel pick_kernel(const std::string& option, const std::string& format, double timeout, std::string& library);
 
 // Every kernel of LIB, or the one LIB:NAME names (its format registered): audit takes a kernel per format.
@@ -25,7 +37,8 @@ CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, do
 std::string cuda_version(int v);              // CUDA's 1000 * major + 10 * minor as "13.0"
 std::string device_text(const CudaDevice& d); // "NAME (compute capability 9.0), driver 13.0, runtime 13.0"
 
-// The plugin library's file as provenance names it: "NAME (sha256 HEX)".
+// The plugin library's file as provenance names it: "NAME (sha256 HEX)", the hash of the open file
+// every kernel run loads.
 std::string library_identity(const std::string& library);
 
 // Why a kernel's case is refused, one line a differing tensor, or the kernel's failure:

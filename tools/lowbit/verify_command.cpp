@@ -30,6 +30,7 @@ struct VerifyOptions {
   int steps = 3;
   std::string policy;
   double timeout = 60;
+  std::string kernel_memory;  // --kernel-memory (its default set with the option)
   std::string golden = shipped_golden_dir().string();
   bool no_golden = false;
   bool strict = false;
@@ -58,13 +59,14 @@ std::string case_line(const VerifiedCase& v) {
 
 int run_verify(VerifyOptions o) {
   o.output.prepare();
-  if (o.timeout <= 0 || o.timeout > 86400) throw UsageError("--timeout must be in (0, 86400] seconds");
+  check_kernel_timeout(o.timeout);
+  const std::uint64_t memory = kernel_memory_bytes(o.kernel_memory);
   if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
   std::string library;
   const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
   note_input_file(library);  // no report or saved case may be written over the plugin
   const FormatSpec& format = *find_format(picked.format);
-  KernelUnderReview k{library, picked.name, o.timeout, {}};
+  KernelUnderReview k{library, picked.name, o.timeout, {}, memory};
   std::optional<CudaDevice> device;  // a CUDA kernel's GPU, found before anything else is read or run
   if (!picked.host) {
     device = cuda_device_for(picked, library, o.timeout, k.cuda_runner);
@@ -209,8 +211,9 @@ Subcommand add_verify_command(CLI::App& parent) {
       "verify",
       "Run a kernel under review (a plugin: device/include/lowbit/kernel_plugin.h) and the reference on the same\n"
       "inputs and compare their outputs bit for bit, then run the kernel on the official golden cases of its\n"
-      "format. The kernel runs in a child process with a time limit: a crash, a hang or an error status is\n"
-      "reported as not conformant. Optimizer steps start each step from the reference's state. A kernel\n"
+      "format. The kernel runs in a child process of its own process group, killed whole after each case, with\n"
+      "a time, memory and CPU limit, its output shown prefixed 'kernel| ' on stderr (docs/verifying-a-kernel.md):\n"
+      "a crash, a hang or an error status is reported as not conformant. Optimizer steps start each step from the reference's state. A kernel\n"
       "declaring CUDA memory runs on device 0 through the CUDA runner beside lowbit (or LOWBIT_CUDA_RUNNER);\n"
       "without one, or without a device, verify says so in one line (exit 2).\n"
       "Exit 0 conformant, 1 not, 2 bad input or an unusable plugin.");
@@ -223,6 +226,7 @@ Subcommand add_verify_command(CLI::App& parent) {
   cmd->add_option("--steps", o->steps, "Optimizer formats: steps per input")->capture_default_str();
   cmd->add_option("--policy", o->policy, "Tolerance policy (default: the format's)");
   cmd->add_option("--timeout", o->timeout, "Seconds the kernel may take per case before it is killed")->capture_default_str();
+  add_kernel_memory_option(*cmd, o->kernel_memory);
   cmd->add_option("--golden", o->golden, "Golden folder whose cases of the format the kernel also runs")->capture_default_str();
   cmd->add_flag("--no-golden", o->no_golden, "Skip the golden cases");
   cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those the policy allows (recorded in the report)");

@@ -1,8 +1,12 @@
 #pragma once
 // The host side of the kernel plugin ABI (device/include/lowbit/kernel_plugin.h): loads a plugin
-// library and runs one of its kernels on a case, always in a child process with a time limit, so
-// that a plugin that crashes, hangs or corrupts memory on load or on a case is reported, never takes
-// lowbit down. The child writes the kernel's outputs into memory shared with the parent.
+// library and runs one of its kernels on a case, always in a sandboxed child process (kernel_sandbox.hpp:
+// its own process group, killed whole; a time, memory and CPU limit; its output captured), so that a
+// plugin that crashes, hangs, forks or corrupts memory on load or on a case is reported, never takes
+// lowbit down. The child writes the kernel's outputs into memory shared with the parent, which reads
+// them once the child's whole group is dead. The library a path names is opened once per process
+// (open_plugin): the file loaded is the file hashed, never one found on the library path.
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -25,7 +29,8 @@ struct PluginKernel {
 
 // The kernels a plugin library exports, read and checked in a child process. PluginError naming the
 // library and the fault.
-std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds);
+// memory_bytes: the child's memory limit (0: default_kernel_memory()).
+std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds, std::uint64_t memory_bytes = 0);
 
 // The GPU a CUDA kernel runs on (device 0), as the CUDA runner (device/include/lowbit/cuda_runner.h)
 // describes it.
@@ -56,8 +61,9 @@ struct KernelRun {
 // Runs kernel `kernel` of `library` on the input tensors of `inputs` with `params_json`, its outputs
 // allocated (zero-filled) with the names, dtypes and shapes of `like` (the reference's outputs). A CUDA
 // kernel runs through `cuda_runner` (the runner library's path; PluginError when none is given).
+// memory_bytes: a host kernel's memory limit (0: default_kernel_memory()).
 KernelRun run_plugin_kernel(const std::string& library, const std::string& kernel, const std::vector<const Tensor*>& inputs,
                             const std::string& params_json, const std::vector<const Tensor*>& like, double timeout_seconds,
-                            const std::string& cuda_runner = {});
+                            const std::string& cuda_runner = {}, std::uint64_t memory_bytes = 0);
 
 }  // namespace lowbit

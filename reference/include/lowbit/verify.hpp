@@ -2,6 +2,7 @@
 // Verifying a kernel under review: the reference (or an official golden case) and the kernel on the
 // same inputs, in a child process (plugin_host.hpp), compared bit for bit under a tolerance policy.
 // `lowbit verify` is this over a battery of inputs; the tests use it directly.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@ struct KernelUnderReview {
   std::string kernel;   // its name in the plugin's table
   double timeout_seconds = 60;
   std::string cuda_runner;  // a CUDA-memory kernel: the CUDA runner library (plugin_host.hpp); "" for host kernels
+  std::uint64_t memory_bytes = 0;  // a host kernel's memory limit (kernel_sandbox.hpp); 0: the default
 };
 
 struct VerifiedCase {
