@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import _core
+from . import _args, _core, _files
 from ._arrays import BIT_VIEWS
 from ._case import Case
 from ._core import CaseError
@@ -45,14 +45,14 @@ def _params_for(info: FormatInfo, params: dict) -> dict:
         if isinstance(d, float) and isinstance(v, int) and not isinstance(v, bool):
             v = float(v)
         out[k] = v
-    return out
+    return _args.params(out)
 
 
 def _as_case(tensors, info: FormatInfo = None, origin="<python>") -> Case:
     if isinstance(tensors, Case):
         return tensors
     if not hasattr(tensors, "items"):
-        raise TypeError("tensors: give a lowbit.Case or a dict of name -> array")
+        raise TypeError(f"tensors: a {type(tensors).__name__}; give a lowbit.Case or a dict of name -> array")
     return Case(dict(tensors), origin=origin)
 
 
@@ -70,7 +70,7 @@ def reference(format: str, inputs, **params) -> Case:
     info = format_info(format)
     given = _as_case(inputs, info)
     merged = dict(given.params) if given.format == format else {}
-    merged.update(params)
+    merged.update(_args.params(params))
     merged = _params_for(info, merged)
     resolved = _core.resolved_params(format, json.dumps(merged))  # checks names and types first
     case = Case(dict(given), dtypes=given.dtypes, origin=given.origin)
@@ -95,6 +95,10 @@ def compare(expected, actual, policy: str = None, strict: bool = False, max_list
     default: the format's own. strict=True fails every mismatch, also those the policy allows.
     expected should be a complete case of its format (inputs and outputs, as reference() returns), so
     that each mismatch gets its class; a plain dict of `actual` takes expected's metadata."""
+    if policy is not None and not isinstance(policy, str):
+        policy = _args.path("policy", policy)
+    strict = _args.flag("strict", strict)
+    max_listed = _args.whole("max_listed", max_listed, 0, 1 << 31)
     exp = _as_case(expected, origin="expected")
     act = _as_case(actual, origin="actual")
     if not isinstance(actual, Case) or not act.metadata:
@@ -114,7 +118,7 @@ def load_case(path) -> Case:
     """A case file (safetensors), read and validated by the engine's reader: a malformed or hostile file
     raises lowbit.CaseError naming the file and the fault. Tensors of a registered format are also held
     to its schema (dtypes, shapes, indices)."""
-    case = Case._from_engine(_core.read_case(os.fspath(path)))
+    case = Case._from_engine(_core.read_case(_args.path("path", path)))
     if case.format in _registry():
         _core.validate(*_engine_form(case), "present")
     return case
@@ -122,17 +126,20 @@ def load_case(path) -> Case:
 
 def parse_case(data: bytes, origin: str = "<bytes>") -> Case:
     """load_case of a file's bytes."""
-    case = Case._from_engine(_core.parse_case(bytes(data), origin))
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"data: a {type(data).__name__}, not bytes")
+    case = Case._from_engine(_core.parse_case(bytes(data), _args.string("origin", origin)))
     if case.format in _registry():
         _core.validate(*_engine_form(case), "present")
     return case
 
 
 def save_case(path, case) -> None:
-    """Writes a case file as the C++ tools do (tensors in name order, header padded to 8 bytes), to a
-    temporary file renamed into place: never a partial file. `case` is a Case or a dict of arrays."""
-    c = _as_case(case)
-    _core.write_case(os.fspath(path), *_engine_form(c, _registry().get(c.format)))
+    """Writes a case file as the C++ tools do (the engine's bytes: tensors in name order, header padded
+    to 8 bytes), to a temporary file renamed into place: never a partial file, and never through a link
+    planted beside it (lowbit/_files.py). `case` is a Case or a dict of arrays. OSError naming the path
+    when it cannot be written (a target that is a link, a folder or a FIFO is refused)."""
+    _files.write_atomically(_args.path("path", path), case_bytes(case))
 
 
 def case_bytes(case) -> bytes:
@@ -148,7 +155,8 @@ def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> l
     and the battery's name for each case in .origin. with_outputs=True keeps the reference's outputs.
     Inputs the format cannot take (whole blocks, 2-D tiles) are left out, as verify skips them."""
     info = format_info(format)
-    cases, _skipped = _core.battery(format, int(steps))
+    with_outputs = _args.flag("with_outputs", with_outputs)
+    cases, _skipped = _core.battery(format, _args.whole("steps", steps, 1, 1000))
     out = []
     for stem, form in cases:
         c = Case._from_engine(form)

@@ -9,6 +9,8 @@ dtypes a case cannot hold are refused, not rounded.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 # safetensors dtype -> the NumPy dtype lowbit returns (bit patterns where NumPy has none)
@@ -57,7 +59,9 @@ def _is_torch_tensor(x) -> bool:
 
 def _from_torch(name: str, t):
     """(array, dtype) of a torch tensor, through DLPack; a tensor on another device is copied to the CPU."""
-    t = t.detach()
+    # the conjugate and negative bits are lazy: the storage holds the unconjugated, unnegated values,
+    # and DLPack hands out the storage (x.conj().imag of -2 would read 2)
+    t = t.detach().resolve_conj().resolve_neg()
     if t.device.type != "cpu":
         t = t.cpu()
     t = t.contiguous()
@@ -91,19 +95,21 @@ def as_array(name: str, value, declared=None):
         else:
             raise TypeError(f"tensor '{name}': {type(value).__name__} is not an array (give a NumPy array or a "
                             f"DLPack producer such as a torch tensor)")
+        if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and sys.byteorder == "big"):
+            # the values, swapped to this machine's (little-endian) order before any bit view: a
+            # big-endian >u2 of bf16 bits is those bits, not their bytes reversed
+            a = a.astype(a.dtype.newbyteorder("<"))
         dtype = _CASE_DTYPE_OF_NUMPY.get(a.dtype.name)
         if dtype is None:
             raise TypeError(f"tensor '{name}': dtype {a.dtype} is not a case dtype ({ACCEPTED}); lowbit never "
                             f"converts values: cast it yourself if that is what you mean")
         if dtype in ("BF16", "F8_E4M3", "F8_E5M2") or a.dtype.name == "uint16":
             a = a.view(NUMPY_OF[dtype]) if a.dtype.itemsize == NUMPY_OF[dtype].itemsize else a
-        if a.dtype.byteorder == ">":
-            a = a.astype(a.dtype.newbyteorder("<"))
     if dtype == "U8" and declared:
         fp8 = [d for d in declared if d in ("F8_E4M3", "F8_E5M2")]
         if "U8" not in declared and len(fp8) == 1:
             dtype = fp8[0]
-    return np.ascontiguousarray(a), dtype
+    return np.require(a, requirements="C"), dtype  # (np.ascontiguousarray would make a 0-d array 1-d)
 
 
 def packed(name: str, value, declared=None):
@@ -112,6 +118,12 @@ def packed(name: str, value, declared=None):
     return (name, dtype, [int(e) for e in a.shape], a.reshape(-1).view(np.uint8))
 
 
-def unpacked(dtype: str, shape, data: np.ndarray) -> np.ndarray:
-    """A NumPy array of the engine's bytes: the dtype's own, or its bit patterns (BIT_VIEWS)."""
-    return data.view(NUMPY_OF[dtype]).reshape(shape)
+def unpacked(dtype: str, shape, data: np.ndarray, where: str = "tensor") -> np.ndarray:
+    """A NumPy array of the engine's bytes: the dtype's own, or its bit patterns (BIT_VIEWS). A shape
+    NumPy cannot hold (an extent of 2^62 beside a 0) is a CaseError naming the tensor."""
+    try:
+        return data.view(NUMPY_OF[dtype]).reshape(shape)
+    except ValueError as e:
+        from ._core import CaseError
+
+        raise CaseError(f"{where}: shape {list(shape)} cannot be a NumPy array ({e})") from None

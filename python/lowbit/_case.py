@@ -43,11 +43,11 @@ class Case(dict):
         a = self[name]
         dtype = self.dtypes.get(name)
         if dtype == "BF16":
-            return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).view(torch.bfloat16)
+            return torch.from_numpy(np.require(a, requirements="C").view(np.int16)).view(torch.bfloat16)
         if dtype in ("F8_E4M3", "F8_E5M2"):
             view = torch.float8_e4m3fn if dtype == "F8_E4M3" else torch.float8_e5m2
-            return torch.from_numpy(np.ascontiguousarray(a)).view(view)
-        return torch.from_numpy(np.ascontiguousarray(a))
+            return torch.from_numpy(np.require(a, requirements="C")).view(view)
+        return torch.from_numpy(np.require(a, requirements="C"))
 
     def copy(self) -> "Case":
         return Case({k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self.items()}, self.metadata,
@@ -62,6 +62,8 @@ class Case(dict):
     def _engine_form(self, declared=None):
         tensors = []
         for name, value in self.items():
+            if not isinstance(name, str):
+                raise TypeError(f"{self.origin}: tensor name {name!r:.60} is of type {type(name).__name__}, not a string")
             hint = [self.dtypes[name]] if name in self.dtypes else (declared(name) if declared else None)
             tensors.append(_arrays.packed(name, value, hint))
         return tensors, dict(self.metadata), self.origin
@@ -71,6 +73,6 @@ class Case(dict):
         tensors, metadata, origin = form
         c = cls(metadata=metadata, origin=origin)
         for name, dtype, shape, data in tensors:
-            c[name] = _arrays.unpacked(dtype, shape, data)
+            c[name] = _arrays.unpacked(dtype, shape, data, f"{origin}: tensor '{name}'")
             c.dtypes[name] = dtype
         return c

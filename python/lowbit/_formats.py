@@ -62,6 +62,8 @@ def registry() -> dict:
 
 
 def format_info(name: str) -> FormatInfo:
+    if not isinstance(name, str):
+        raise TypeError(f"format: a {type(name).__name__}, not a format's name (lowbit.formats() lists them)")
     reg = registry()
     if name not in reg:
         raise ValueError(f"unknown format '{name}' (registered: {', '.join(reg)})")

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _arrays, _core, _dcp
+from . import _args, _arrays, _core, _dcp
 from ._case import Case
 from ._core import CaseError
 
@@ -197,8 +197,10 @@ def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_o
     """Every quantized state in a state dict (or a torch.save file, or a DCP folder), sorted by key, as
     QuantizedState: torchao OptimState8bit / OptimState4bit / OptimStateFp8 and bitsandbytes 8-bit
     state1 / state2 (with their absmax and qmap), each as a case of its registered format."""
+    bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
+    weights_only = _args.flag("weights_only", weights_only)
     found, plain = [], []
-    _walk(load_state(state_dict, weights_only), "", found, plain, int(bnb_block_size))
+    _walk(load_state(state_dict, weights_only), "", found, plain, bnb_block_size)
     return sorted(found, key=lambda s: s.key)
 
 
@@ -280,7 +282,16 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
     tensor that looks already quantized, with the format and block the optimizer stored a state in."""
     from . import dequantize
 
-    names = _core.audit_formats(list(formats or []))
+    threads = _args.whole("threads", threads, 1, 1024)
+    if isinstance(formats, str):
+        formats = [formats]
+    formats = [_args.string("formats", f) for f in (formats or [])]
+    if isinstance(block_sizes, (str, bytes)) or not hasattr(block_sizes, "__iter__"):
+        raise TypeError(f"block_sizes: a {type(block_sizes).__name__}, not a list of block sizes")
+    block_sizes = [_args.whole("block_sizes", b, 1, 1 << 31) for b in block_sizes]
+    if moments is not None and not hasattr(moments, "items"):
+        raise TypeError(f"moments: a {type(moments).__name__}, not a dict of name -> array")
+    names = _core.audit_formats(formats)
     sources = []  # (key, source, values, the optimizer's own format and block or None)
     for s in quantized_states(state_dict, bnb_block_size, weights_only):
         values = np.asarray(dequantize(s.case), dtype=np.float32)
@@ -324,4 +335,10 @@ def choose(rows, budget: str) -> list:
     configuration for every tensor, its bits the tensors' stored bits over their elements, its error the
     worst). Each names format, block_size, bits_per_element and the budget's measure, or None for all
     three when no configuration meets the budget; text is the CLI's line. ValueError on a bad budget."""
-    return _core.choose(list(rows), str(budget))
+    if isinstance(rows, (str, bytes)) or not hasattr(rows, "__iter__"):
+        raise TypeError(f"rows: a {type(rows).__name__}, not audit_state's list of rows")
+    rows = list(rows)
+    for r in rows:
+        if not isinstance(r, dict):
+            raise TypeError(f"rows: a {type(r).__name__} among them, not audit_state's row dict")
+    return _core.choose(rows, _args.string("budget", budget))

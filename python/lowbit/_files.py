@@ -1,0 +1,64 @@
+"""Files lowbit writes from Python: a complete temporary in the target's folder, renamed into place.
+
+The temporary is created with O_CREAT | O_EXCL | O_NOFOLLOW under a name no one can predict (128
+random bits), so that a link or file planted beside the target is never opened, let alone emptied:
+the open fails on anything already at that name, and another name is drawn. The target itself is
+replaced by the rename, never opened, and a target that exists and is not a regular file (a link, a
+folder, a FIFO) is refused, as the engine's writer refuses it (reference/src/atomic_file.cpp).
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+
+_TRIES = 16
+
+
+def _temporary_name(path: str) -> str:
+    folder, base = os.path.split(path)
+    return os.path.join(folder, f".{base}.{secrets.token_hex(16)}.tmp")
+
+
+def _refuse_unless_regular(path: str) -> None:
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISREG(st.st_mode):
+        return
+    why = ("it is a folder" if stat.S_ISDIR(st.st_mode) else "it is a symbolic link; lowbit writes only regular files"
+           if stat.S_ISLNK(st.st_mode) else "it is not a regular file (a device or FIFO); lowbit writes only regular files")
+    raise OSError(f"cannot write '{path}': {why}")
+
+
+def write_atomically(path, data: bytes) -> None:
+    """`data` as the file `path`: whole or not at all (OSError naming the path)."""
+    path = os.fspath(path)
+    _refuse_unless_regular(path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(_TRIES):
+        tmp = _temporary_name(path)
+        try:
+            fd = os.open(tmp, flags, 0o666)  # the umask applies, as to the engine's fopen
+            break
+        except FileExistsError:  # something is at that name (planted, or drawn twice): another name
+            continue
+        except OSError as e:
+            raise OSError(f"cannot write '{path}': {e.strerror}") from None
+    else:
+        raise OSError(f"cannot write '{path}': {_TRIES} temporary names beside it were all taken")
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise OSError(f"cannot write '{path}': {e.strerror or e}") from None
