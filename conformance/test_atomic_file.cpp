@@ -18,6 +18,22 @@
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The temporaries in a folder: names of the shape <target>.<16 hex digits>.tmp.
+std::vector<std::string> temporaries_of(const fs::path& dir, const std::string& target) {
+  std::vector<std::string> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() == target.size() + 21 && n.rfind(target + ".", 0) == 0 && n.substr(n.size() - 4) == ".tmp" &&
+        n.find_first_not_of("0123456789abcdef", target.size() + 1) == n.size() - 4)
+      found.push_back(n);
+  }
+  return found;
+}
+
+}  // namespace
+
 TEST_CASE("a signal during a write removes the temporary file, then ends the process by that signal") {
   for (int sig : {SIGTERM, SIGINT}) {
     CAPTURE(sig);
@@ -25,38 +41,71 @@ TEST_CASE("a signal during a write removes the temporary file, then ends the pro
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string target = (dir / "report.json").string();
-    int go[2];
-    REQUIRE(::pipe(go) == 0);
+    int staged[2], never[2];
+    REQUIRE(::pipe(staged) == 0);
+    REQUIRE(::pipe(never) == 0);
     const pid_t child = ::fork();
     REQUIRE(child >= 0);
-    if (child == 0) {  // the writer: blocks inside the write until the signal arrives
+    if (child == 0) {  // the writer: its temporary complete, it waits (for ever) before the rename
       lowbit::guard_run_files();
-      char byte = 0;
-      if (::read(go[0], &byte, 1) != 1) ::_exit(3);
       try {
-        lowbit::write_file_atomically(target, "{}");
+        lowbit::FileBatch batch;
+        batch.stage(target, "{}");
+        if (::write(staged[1], "x", 1) != 1) ::_exit(3);
+        char byte = 0;
+        if (::read(never[0], &byte, 1) != 1) ::_exit(4);
+        batch.publish();
       } catch (...) {
-        ::_exit(4);
+        ::_exit(5);
       }
-      ::_exit(5);  // the write must not complete: nobody reads the FIFO
+      ::_exit(6);
     }
-    // The temporary file the child will open is made a FIFO first, so its open blocks while the
-    // temporary exists; without the handler it would still be there after the child's death.
-    const std::string tmp = target + ".tmp." + std::to_string(child);
-    REQUIRE(::mkfifo(tmp.c_str(), 0600) == 0);
-    REQUIRE(::write(go[1], "x", 1) == 1);
-    ::usleep(300 * 1000);
+    char byte = 0;
+    REQUIRE(::read(staged[0], &byte, 1) == 1);
+    // the temporary exists until the signal: without the handler it would outlive the child
+    CHECK(temporaries_of(dir, "report.json").size() == 1);
     ::kill(child, sig);
     int status = 0;
     REQUIRE(::waitpid(child, &status, 0) == child);
     CHECK(WIFSIGNALED(status));
     CHECK(WTERMSIG(status) == sig);
-    CHECK(!fs::exists(fs::symlink_status(tmp)));
-    CHECK(!fs::exists(target));
-    ::close(go[0]);
-    ::close(go[1]);
+    CHECK(fs::is_empty(dir));
+    for (int fd : {staged[0], staged[1], never[0], never[1]}) ::close(fd);
     fs::remove_all(dir);
   }
+}
+
+TEST_CASE("temporaries: created exclusively under unpredictable names, never through a link planted at any name") {
+  const fs::path dir = fs::temp_directory_path() / ("lowbit_atomic_links_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string target = (dir / "out.json").string(), victim = (dir / "victim").string();
+  { std::ofstream(victim) << "precious"; }
+  // the names a temporary once had (<target>.tmp.<pid>, this process's and its neighbours'), links to the victim
+  for (int pid = ::getpid() - 2; pid <= ::getpid() + 2; ++pid)
+    fs::create_symlink("victim", target + ".tmp." + std::to_string(pid));
+  lowbit::ensure_writable(target);  // first: with the run guard on, a target written once is refused
+  lowbit::write_file_atomically(target, "new");
+  {
+    lowbit::FileBatch one, two;  // two temporaries for one target at once: two names
+    one.stage(target, "1");
+    two.stage(target, "2");
+    const auto names = temporaries_of(dir, "out.json");
+    REQUIRE(names.size() == 2);
+    CHECK(names[0] != names[1]);
+    for (const std::string& n : names) CHECK(fs::is_regular_file(fs::symlink_status(dir / n)));
+  }
+  std::ifstream in(victim);
+  std::string text;
+  in >> text;
+  CHECK(text == "precious");
+  std::ifstream out(target);
+  out >> text;
+  CHECK(text == "new");
+  CHECK(temporaries_of(dir, "out.json").empty());
+  for (int pid = ::getpid() - 2; pid <= ::getpid() + 2; ++pid)
+    CHECK(fs::is_symlink(target + ".tmp." + std::to_string(pid)));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("only regular files are written; the run's inputs and earlier outputs are refused") {

@@ -248,9 +248,13 @@ TEST_CASE("a policy name is looked up only among the shipped policies; a file on
   CHECK(shipped.name == "bnb-cuda");
   CHECK(value(shipped.boundary_ulps) == value(3.0));
   const TolerancePolicy by_extension = load_tolerance_policy("mine.json", LOWBIT_POLICY_DIR);
-  CHECK(by_extension.name == "mine");
+  // a file of the user's is named by its path and hash (the hash itself: test_hostile_inputs, against sha256sum)
+  CHECK(by_extension.file == "mine.json");
+  CHECK(by_extension.file_sha256.size() == 64);
+  CHECK(by_extension.name == "mine (file mine.json, sha256 " + by_extension.file_sha256 + ")");
   CHECK(value(by_extension.boundary_ulps) == value(1.0));
-  CHECK(load_tolerance_policy((dir / "mine.json").string(), LOWBIT_POLICY_DIR).name == "mine");
+  CHECK(load_tolerance_policy((dir / "mine.json").string(), LOWBIT_POLICY_DIR).name.rfind("mine (file " + (dir / "mine.json").string(), 0) == 0);
+  CHECK(shipped.file.empty());
   CHECK_THROWS_WITH_AS(load_tolerance_policy("./bnb-cuda", LOWBIT_POLICY_DIR),
                        doctest::Contains("./bnb-cuda: not a valid tolerance policy"), std::runtime_error);
   CHECK_THROWS_WITH_AS(load_tolerance_policy("other.json", LOWBIT_POLICY_DIR),

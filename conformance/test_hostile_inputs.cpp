@@ -389,3 +389,196 @@ TEST_CASE("Markdown reports of compare, conform and audit keep their tables what
   CHECK_FALSE(has_control_bytes(u_md));
   CHECK(u_md.find("\n## `" + dir.path.string() + "/s.safetensors:exp_avgx\\x7Cy") != std::string::npos);
 }
+
+// Issue #25's reproductions (files and numbers; the plugin host's are in test_verify and the Python
+// package's in python/tests):
+//   audit --trajectory --seed 2^53, -1, 2^64-1 (SIGABRT)   here, "numbers" table
+//   golden generate --steps 2147483647 (until the OOM killer) here, "numbers" table
+//   -1 and overflow read into unsigned options             here, "numbers" table (--check-elements,
+//                                                          --max-listed, --seed of sweep and study)
+//   empty values read as 0 (--max-listed "", spec keys)    here, "numbers" table and "every key ..."
+//   a link at the temporary's name <target>.tmp.<pid>      here, "a link planted ..."; test_atomic_file
+//                                                          "temporaries: created exclusively ..."
+//   a policy file calling itself bit-exact                 here, "a policy file is named ..." (verify of a
+//                                                          ties-away kernel, compare; bnb-cuda); the file an input
+//   zero elements pass (normal:n=0, edges:n=0, empty file:) here, "nothing to check is never a pass ..."
+//   audit of 0 values: error 0, SQNR 0                     here, same (n/a)
+//   golden check prints manifest paths raw                 here, "golden check prints a manifest's paths escaped"
+//   the number parser itself                               test_strict_number
+
+TEST_CASE("issue 25: every number typed is whole text in its range, named in one error line") {
+  TempDir dir("lowbit_hostile_numbers_");
+  const std::string d = dir.path.string();
+  write_case(dir / "b.safetensors", fp8_case({2.0f, 5.0f}));
+  const std::string b = d + "/b.safetensors", out = " --out " + d + "/new";
+  const std::string generate = "golden generate --format torchao.fp8 --input normal:n=64" + out;
+  const std::vector<Repro> table = {
+      {"trajectory seed 2^53 (its problem draws seed .. seed + 3)", "audit -q --trajectory --seed 9007199254740992", 2,
+       {"--seed must be a whole number in 0..9007199254740989 (got 9007199254740992)"}},
+      {"trajectory seed -1", "audit -q --trajectory --seed -1", 2, {"--seed must be a whole number", "(got -1)"}},
+      {"trajectory seed 2^64-1", "audit -q --trajectory --seed 18446744073709551615", 2, {"--seed must be a whole number"}},
+      {"trajectory steps past the bound", "audit -q --trajectory --steps 2147483648", 2, {"--steps must be a whole number in 1..100000"}},
+      {"trajectory lr nan", "audit -q --trajectory --lr nan", 2, {"--lr must be a finite number", "(got nan)"}},
+      {"trajectory lr inf", "audit -q --trajectory --lr inf", 2, {"--lr must be a finite number"}},
+      {"generate --steps 2^31-1", "golden generate --format torchao.adam.dense --input normal:n=64 --steps 2147483647" + out, 2,
+       {"--steps must be a whole number in 1..1000 (got 2147483647)"}},
+      {"generate --check-elements -1", generate + " --check-elements -1", 2, {"--check-elements must be a whole number", "(got -1)"}},
+      {"audit --check-elements 2^64", "audit -q --check-elements 18446744073709551616", 2, {"--check-elements must be a whole number"}},
+      {"compare --max-listed -1", "compare " + b + " " + b + " --max-listed -1", 2, {"--max-listed must be a whole number", "(got -1)"}},
+      {"compare --max-listed empty", "compare " + b + " " + b + " --max-listed ''", 2, {"--max-listed", "(got nothing)"}},
+      {"compare --max-listed 1.5", "compare " + b + " " + b + " --max-listed 1.5", 2, {"--max-listed", "(got 1.5)"}},
+      {"sweep fp8 --seed -1", "sweep fp8 --format e4m3fn --policy nan --from bf16 --seed -1", 2, {"--seed must be a whole number"}},
+      {"sweep fp8 --seed 2^64", "sweep fp8 --format e4m3fn --policy nan --from bf16 --seed 18446744073709551616", 2,
+       {"--seed must be a whole number in 0..18446744073709551615"}},
+      {"study --seed -1", "study coat-expansion --groups 1 --seed -1", 2, {"--seed must be a whole number"}},
+      {"study --groups 2^64-1", "study coat-expansion --groups 18446744073709551615", 2, {"--groups must be a whole number in 1..1000000"}},
+      {"study --expand-min empty", "study coat-expansion --groups 1 --expand-min ''", 2, {"--expand-min", "(got nothing)"}},
+      {"verify --steps 0", "verify --kernel " + d + "/none.so --steps 0", 2, {"--steps must be a whole number in 1..1000"}},
+      {"--threads 0x4", "audit -q --threads 0x4", 2, {"--threads must be a whole number"}},
+  };
+  for (const Repro& r : table) check(r, dir.path);
+}
+
+TEST_CASE("issue 25: every key of every input spec kind refuses an empty value, naming the key") {
+  TempDir dir("lowbit_hostile_keys_");
+  const std::map<std::string, std::vector<std::string>> keys = {
+      {"normal", {"n", "seed", "mean", "std"}},     {"uniform", {"n", "seed", "lo", "hi"}},
+      {"lognormal", {"n", "seed", "mu", "sigma"}},  {"student-t", {"n", "seed", "nu"}},
+      {"constant", {"n", "seed", "value"}},         {"outliers", {"n", "seed", "std", "scale", "block"}},
+      {"special", {"n", "seed"}},                   {"edges", {"n", "seed"}},
+      {"scaled-edges", {"n", "seed"}},              {"adam-m", {"n", "seed", "steps", "std", "spread"}},
+      {"adam-v", {"n", "seed", "steps", "std", "spread"}}};
+  for (const auto& [kind, names] : keys)
+    for (const std::string& key : names) {
+      check({kind + ":" + key + "=", "audit -q --formats torchao.fp8 --block-sizes 256 --input " + kind + ":" + key + "=", 2,
+             {"input spec '" + kind + ":" + key + "=': " + key + " must be a", "(got nothing)"}},
+            dir.path);
+      check({kind + ":" + key + "=nan", "audit -q --formats torchao.fp8 --block-sizes 256 --input " + kind + ":" + key + "=nan", 2,
+             {key + " must be a", "(got nan)"}},
+            dir.path);
+    }
+}
+
+TEST_CASE("issue 25: a link planted at the old temporary's name <target>.tmp.<pid> leaves its victim intact") {
+  TempDir dir("lowbit_hostile_link_");
+  const std::string d = dir.path.string();
+  write_case(dir / "a.safetensors", fp8_case({2.0f, 5.0f}));
+  write_text(dir.path / "victim", "precious");
+  // exec keeps the shell's pid, so $$ is the pid lowbit runs as: the name a predictable temporary had
+  const Run run = run_shell("cd " + d + " && ln -s victim r.json.tmp.$$ && ln -s victim r.md.tmp.$$ && exec " +
+                            std::string(LOWBIT_CLI) + " compare a.safetensors a.safetensors --report r.json");
+  CAPTURE(run.output);
+  CHECK(run.code == 0);
+  CHECK(slurp(dir.path / "victim") == "precious");
+  CHECK(slurp(dir.path / "r.json").find("\"conformant\": true") != std::string::npos);
+  // nothing left beside the outputs but the two planted links, still links to the victim
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir.path)) {
+    names.push_back(e.path().filename().string());
+    if (e.path().filename().string().find(".tmp.") != std::string::npos)
+      CHECK(fs::read_symlink(e.path()) == "victim");
+  }
+  std::sort(names.begin(), names.end());
+  REQUIRE(names.size() == 6);
+  CHECK(names[0] == "a.safetensors");
+  CHECK(names[1] == "r.json");
+  CHECK(names[2].rfind("r.json.tmp.", 0) == 0);
+  CHECK(names[3] == "r.md");
+  CHECK(names[4].rfind("r.md.tmp.", 0) == 0);
+  CHECK(names[5] == "victim");
+}
+
+TEST_CASE("issue 25: a policy file is named by its path and sha256, may not take a shipped name, and is an input") {
+  TempDir dir("lowbit_hostile_policy_");
+  TempDir reports("lowbit_hostile_policy_reports_");
+  const std::string d = dir.path.string();
+  write_case(dir / "b.safetensors", fp8_case({2.0f, 5.0f}));
+  const std::string b = d + "/b.safetensors";
+  write_text(dir.path / "evil.json", R"({"name":"bit-exact","allow_ties":true,"boundary_ulps":1e308})");
+  write_text(dir.path / "evil-bnb.json", R"({"name":"bnb-cuda","allow_ties":true,"boundary_ulps":3})");
+  write_text(dir.path / "mine.json", R"({"name":"mine","allow_ties":true})");
+  write_text(dir.path / "inf.json", R"({"name":"wide","boundary_ulps":1e400})");
+  const std::string ties_away = std::string(LOWBIT_PLUGIN_DIR) + "/mutant_fp8_ties_away.so";
+  // the sha256 from coreutils, not from lowbit
+  const Run sum = run_shell("sha256sum " + d + "/mine.json");
+  REQUIRE(sum.code == 0);
+  const std::string sha = sum.output.substr(0, 64);
+  const std::vector<Repro> table = {
+      {"a file calling itself bit-exact passes a ties-away kernel",
+       "verify --kernel " + ties_away + " --input edges --no-golden --policy " + d + "/evil.json", 2,
+       {d + "/evil.json", "calls itself 'bit-exact', the name of a shipped policy"}},
+      {"compare under a file calling itself bit-exact", "compare " + b + " " + b + " --policy " + d + "/evil.json", 2,
+       {d + "/evil.json", "calls itself 'bit-exact'"}},
+      {"a file calling itself bnb-cuda", "compare " + b + " " + b + " --policy " + d + "/evil-bnb.json", 2,
+       {d + "/evil-bnb.json", "calls itself 'bnb-cuda'"}},
+      {"boundary_ulps past a double", "compare " + b + " " + b + " --policy " + d + "/inf.json", 2, {d + "/inf.json"}},
+      {"a report over the policy file", "compare " + b + " " + b + " --policy " + d + "/mine.json --report " + d + "/mine.json", 2,
+       {d + "/mine.json", "input of this run"}},
+      {"the Markdown report over the policy file",
+       "compare " + b + " " + b + " --policy " + d + "/mine.json --markdown " + d + "/mine.json", 2, {"input of this run"}},
+      {"a file policy is named by path and sha256", "compare " + b + " " + b + " --policy " + d + "/mine.json --report " +
+       reports / "r.json", 0, {"policy mine (file " + d + "/mine.json, sha256 " + sha + ")"}},
+      {"the shipped file given by its path is the shipped policy",
+       "compare " + b + " " + b + " --policy " + std::string(LOWBIT_POLICY_DIR) + "/bnb-cuda.json", 0, {"policy bnb-cuda\n"}},
+  };
+  for (const Repro& r : table) check(r, dir.path);
+  const std::string report = slurp(reports.path / "r.json");
+  CHECK(report.find("\"file\": \"" + d + "/mine.json\"") != std::string::npos);
+  CHECK(report.find("\"sha256\": \"" + sha + "\"") != std::string::npos);
+  CHECK(slurp(reports.path / "r.md").find(sha) != std::string::npos);
+}
+
+TEST_CASE("issue 25: nothing to check is never a pass: 0 elements are exit 2 in verify and generate, n/a in the audit") {
+  TempDir dir("lowbit_hostile_empty_");
+  const std::string d = dir.path.string();
+  Case empty;
+  empty.add(Tensor::from_f32("input", {0}, std::vector<float>{}));
+  write_case(dir / "empty.safetensors", empty);
+  Case empty_state;
+  empty_state.add(Tensor::from_f32("param", {0}, std::vector<float>{}));
+  empty_state.add(Tensor::from_f32("grad", {0}, std::vector<float>{}));
+  write_case(dir / "empty-state.safetensors", empty_state);
+  const std::string reference = std::string(LOWBIT_PLUGIN_DIR) + "/reference_plugin.so";
+  const std::string out = " --out " + d + "/new";
+  const std::vector<Repro> table = {
+      {"verify normal:n=0", "verify --kernel " + reference + ":reference.torchao.fp8 --no-golden --input normal:n=0", 2,
+       {"normal:n=0", "0 elements: nothing to check"}},
+      {"verify edges:n=0", "verify --kernel " + reference + ":reference.fp8.e4m3fn.satfinite --no-golden --input edges:n=0", 2,
+       {"edges:n=0", "nothing to check"}},
+      {"verify an empty file", "verify --kernel " + reference + ":reference.torchao.fp8 --no-golden --input file:" + d +
+       "/empty.safetensors", 2, {"empty.safetensors", "nothing to check"}},
+      {"generate normal:n=0", "golden generate --format torchao.fp8 --input normal:n=0" + out, 2, {"nothing to check"}},
+      {"generate edges:n=0", "golden generate --format fp8.e4m3fn.satfinite --input edges:n=0" + out, 2, {"nothing to check"}},
+      {"generate special:n=0", "golden generate --format fp8.e4m3fn.satfinite --input special:n=0" + out, 2, {"nothing to check"}},
+      {"generate from an empty file", "golden generate --format torchao.fp8 --input file:" + d + "/empty.safetensors" + out, 2,
+       {"nothing to check"}},
+      {"generate an optimizer from n=0", "golden generate --format torchao.adam.dense --input normal:n=0" + out, 2,
+       {"nothing to check"}},
+      {"generate an optimizer from an empty file",
+       "golden generate --format torchao.adam.dense --input file:" + d + "/empty-state.safetensors" + out, 2, {"nothing to check"}},
+  };
+  for (const Repro& r : table) check(r, dir.path);
+  // the audit: every configuration n/a, no figures
+  const SplitRun audit = run_shell_split(std::string(LOWBIT_CLI) +
+                                         " audit -q --formats torchao.fp8 --block-sizes 256 --input normal:n=0 --report " + d +
+                                         "/a.json");
+  CAPTURE(audit.err);
+  CHECK(audit.code == 0);
+  const std::string json = slurp(dir.path / "a.json");
+  CHECK(json.find("\"status\": \"n/a\"") != std::string::npos);
+  CHECK(json.find("no values to measure (0 elements)") != std::string::npos);
+  CHECK(json.find("sqnr") == std::string::npos);
+}
+
+TEST_CASE("issue 25: golden check prints a manifest's paths escaped: no terminal escape, no forged line") {
+  TempDir dir("lowbit_hostile_check_");
+  // a file name holding a newline that starts a forged "ok" line, and an escape sequence
+  golden_folder(dir.path / "g", "fp8.e5m2.inf/a\nok       forged\x1b[2J.safetensors", fp8_case({1.0f, 3.0f}));
+  const SplitRun run = run_shell_split(std::string(LOWBIT_CLI) + " golden check --golden " + dir / "g");
+  CAPTURE(run.out);
+  CHECK(run.code == 0);
+  CHECK(run.out.find("ok       fp8.e5m2.inf/a\\nok       forged\\x1B[2J.safetensors\n") != std::string::npos);
+  CHECK(run.out.find('\x1b') == std::string::npos);
+  CHECK(run.out.find("\nok       forged") == std::string::npos);
+  CHECK(count_lines(run.out) == 2);  // the case's line and the summary
+}

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,9 +90,12 @@ extern "C" void remove_in_flight_and_die(int sig) {
 }
 
 // Holds a temporary file's slot while it may exist (more than kSlots writes at once go unguarded).
+// Taken only once the file was created by us: a name refused with EEXIST is someone else's file,
+// which the handler must never remove.
 class InFlight {
  public:
-  explicit InFlight(const std::string& tmp) {
+  InFlight() = default;
+  void hold(const std::string& tmp) {
     if (tmp.size() >= kPathMax) return;
     for (std::size_t i = 0; i < kSlots; ++i) {
       int expected = kFree;
@@ -102,9 +106,11 @@ class InFlight {
       return;
     }
   }
-  ~InFlight() {
+  void release() {
     if (slot_ < kSlots) in_flight_state[slot_] = kFree;
+    slot_ = kSlots;
   }
+  ~InFlight() { release(); }
   InFlight(const InFlight&) = delete;
   InFlight& operator=(const InFlight&) = delete;
 
@@ -112,9 +118,75 @@ class InFlight {
   std::size_t slot_ = kSlots;
 };
 
-std::string temporary_beside(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
+// 16 hex digits from the kernel's random source: a temporary's name nobody can guess in advance.
+std::string random_suffix(const std::string& path) {
+  std::uint64_t bits = 0;
+  for (std::size_t got = 0; got < sizeof bits;) {
+    const ssize_t n = ::getrandom(reinterpret_cast<char*>(&bits) + got, sizeof bits - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) fail(path, std::string("no random bytes for a temporary's name: ") + std::strerror(errno));
+    got += static_cast<std::size_t>(n);
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(bits));
+  return hex;
 }
+
+
+// The one way lowbit creates a file: a temporary in the target's folder under an unpredictable name
+// (<target>.<16 random hex digits>.tmp), created by open(O_CREAT | O_EXCL | O_NOFOLLOW): never an
+// existing file, never through a link planted at any name; written whole, fsync'ed, then renamed
+// over the target (rename replaces a name, it follows no link). Destroyed before commit(), it
+// removes itself; a signal removes it meanwhile (guard_run_files).
+class Temporary {
+ public:
+  explicit Temporary(const std::string& target) : target_(target) {
+    require_regular_target(target);
+    check_against_run(target);
+    for (int attempt = 0; fd_ < 0; ++attempt) {
+      tmp_ = target + "." + random_suffix(target) + ".tmp";
+      // 0666 less the umask: the mode an output gets from fopen, so the rename changes no permission
+      fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      if (fd_ < 0 && (errno != EEXIST || attempt == 99)) fail(target, std::strerror(errno));
+    }
+    in_flight_.hold(tmp_);
+  }
+  ~Temporary() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  Temporary(const Temporary&) = delete;
+  Temporary& operator=(const Temporary&) = delete;
+
+  // All of `contents`, on the disk (fsync) before the file is closed.
+  void write_all(std::string_view contents) {
+    for (std::size_t done = 0; done < contents.size();) {
+      const ssize_t n = ::write(fd_, contents.data() + done, contents.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail(target_, std::strerror(n < 0 ? errno : ENOSPC));
+      done += static_cast<std::size_t>(n);
+    }
+    if (::fsync(fd_) != 0) fail(target_, std::strerror(errno));
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(target_, std::strerror(errno));
+  }
+
+  void commit() {
+    if (::rename(tmp_.c_str(), target_.c_str()) != 0) fail(target_, std::strerror(errno));
+    committed_ = true;
+    in_flight_.release();
+    note_output(target_);
+  }
+
+  const std::string& target() const { return target_; }
+
+ private:
+  std::string target_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  InFlight in_flight_;
+};
 
 }  // namespace
 
@@ -148,78 +220,35 @@ void note_input_file(const std::string& path) {
   if (r.on) r.inputs.push_back(resolved(path));
 }
 
-namespace {
-
-// The contents in a complete temporary file beside `path` (whose InFlight the caller holds);
-// returns the temporary's name.
-std::string write_temporary(const std::string& path, std::string_view contents) {
-  require_regular_target(path);
-  check_against_run(path);
-  const std::string tmp = temporary_beside(path);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, std::strerror(errno));
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), f) == contents.size();
-  const int write_errno = errno;
-  if (std::fclose(f) != 0 || !written) {
-    const int err = written ? errno : write_errno;
-    std::remove(tmp.c_str());
-    fail(path, std::strerror(err));
-  }
-  return tmp;
-}
-
-void rename_into_place(const std::string& tmp, const std::string& path) {
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    fail(path, std::strerror(err));
-  }
-  note_output(path);
-}
-
-}  // namespace
-
 void write_file_atomically(const std::string& path, std::string_view contents) {
-  const InFlight in_flight(temporary_beside(path));
-  rename_into_place(write_temporary(path, contents), path);
+  Temporary tmp(path);
+  tmp.write_all(contents);
+  tmp.commit();
 }
 
 struct FileBatch::Staged {
-  explicit Staged(const std::string& path) : target(path), tmp(temporary_beside(path)), in_flight(tmp) {}
-  std::string target, tmp;
-  InFlight in_flight;  // a signal removes the temporary until it is renamed
+  explicit Staged(const std::string& path) : tmp(path) {}
+  Temporary tmp;  // removed unless renamed
 };
 
 FileBatch::FileBatch() = default;
-
-FileBatch::~FileBatch() {
-  for (const auto& s : staged_) std::remove(s->tmp.c_str());  // a renamed one is gone: nothing happens
-}
+FileBatch::~FileBatch() = default;
 
 void FileBatch::stage(const std::string& path, std::string_view contents) {
   for (const auto& s : staged_)
-    if (same_file(s->target, path)) fail(path, "it is already staged in this batch");
+    if (same_file(s->tmp.target(), path)) fail(path, "it is already staged in this batch");
   auto s = std::make_unique<Staged>(path);
-  write_temporary(path, contents);
+  s->tmp.write_all(contents);
   staged_.push_back(std::move(s));
 }
 
 void FileBatch::publish() {
   // Renames within one folder do not fail for want of space; should one fail anyway, the files
   // renamed before it are in place and the rest (the manifest last) are not.
-  for (const auto& s : staged_) rename_into_place(s->tmp, s->target);
+  for (const auto& s : staged_) s->tmp.commit();
   staged_.clear();
 }
 
-void ensure_writable(const std::string& path) {
-  require_regular_target(path);
-  check_against_run(path);
-  const std::string tmp = temporary_beside(path);
-  const InFlight in_flight(tmp);
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(path, std::strerror(errno));
-  std::fclose(f);
-  std::remove(tmp.c_str());
-}
+void ensure_writable(const std::string& path) { const Temporary probe(path); }  // created, then removed
 
 }  // namespace lowbit

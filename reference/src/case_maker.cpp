@@ -70,6 +70,14 @@ CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, con
 
 namespace {
 
+// A case of no elements checks nothing, and a kernel that writes nothing would pass it: refused
+// (normal:n=0, edges:n=0, an empty tensor of a file) before any case is made.
+void require_elements(const InputSpec& spec, std::size_t elements, const std::string& what) {
+  if (elements == 0)
+    throw std::invalid_argument("input spec '" + spec.text + "': " + what +
+                                " has 0 elements: nothing to check (give at least one value)");
+}
+
 // The cases of a file: input: the quantizer's input as the file holds it (dtype and shape kept); an
 // optimizer's param and grad from the file, the same gradient at every step.
 void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, const InputSpec& spec, int steps,
@@ -82,6 +90,7 @@ void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, 
   if (!format.fresh_state) {
     Case in;
     in.add(file_input_tensor(spec));
+    require_elements(spec, in.tensors.front().element_count(), "the tensor");
     run(with_metadata(std::move(in), format, params, stem, spec.text, 0, made_by));
     return;
   }
@@ -90,6 +99,7 @@ void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, 
                                 "drop ':" + tensor->second + "'");
   const Case file = read_file_input(spec);
   const std::vector<float> param = file.require("param").f32(), grad = file.require("grad").f32();
+  require_elements(spec, param.size(), "'param'");
   if (grad.size() != param.size())
     throw std::invalid_argument("input spec '" + spec.text + "': 'grad' has " + std::to_string(grad.size()) +
                                 " elements and 'param' " + std::to_string(param.size()));
@@ -113,6 +123,7 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     // a 2-D format's input as whole tiles (the fixed lists padded with zeros), said in the metadata
     const InputShape shape = input_shape(spec, format, params, values.size());
     values.resize(values.size() + shape.padding, 0.0f);
+    require_elements(spec, values.size(), "the input");
     Case in;
     in.add(Tensor::from_f32("input", shape.shape, values));
     std::string described = spec.text + shape.described;
@@ -122,7 +133,9 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     run(with_metadata(std::move(in), format, params, stem, described, spec.seed(), made_by));
     return;
   }
-  Case state = format.fresh_state(generate_inputs(spec, format, params, threads), params);
+  std::vector<float> param = generate_inputs(spec, format, params, threads);
+  require_elements(spec, param.size(), "the parameter");
+  Case state = format.fresh_state(std::move(param), params);
   for (int k = 1; k <= steps; ++k) {
     const InputSpec grad_spec = reseeded(spec, spec.seed() + static_cast<std::uint64_t>(k));
     state.add(Tensor::from_f32("grad", state.require("param").shape, generate_inputs(grad_spec, format, params, threads)));

@@ -94,6 +94,10 @@ nlohmann::json report_json(const ComparisonReport& r) {
                  {"boundary_ulps", r.policy.boundary_ulps},
                  {"allow_scale_propagated", r.policy.allow_scale_propagated},
                  {"allow_library_rounding", r.policy.allow_library_rounding}};
+  if (!r.policy.file.empty()) {
+    j["policy"]["file"] = r.policy.file;
+    j["policy"]["sha256"] = r.policy.file_sha256;
+  }
   j["conformant"] = r.conformant;
   j["strict"] = r.policy.strict;
   ComparisonTotals totals;

@@ -1,6 +1,7 @@
 #include "lowbit/generators.hpp"
 
 #include "lowbit/file_input.hpp"
+#include "lowbit/strict_number.hpp"
 #include "parallel_blocks.hpp"
 
 #include <fmt/format.h>
@@ -96,26 +97,24 @@ std::uint64_t InputSpec::seed() const { return static_cast<std::uint64_t>(whole(
 std::size_t InputSpec::count() const { return static_cast<std::size_t>(whole("n", 4096, 0, kMaxCount)); }
 
 double InputSpec::whole(const std::string& key, double fallback, double lo, double hi) const {
-  const double v = number(key, fallback);
-  if (v != std::floor(v) || v < lo || v > hi)
-    throw std::invalid_argument(fmt::format("input spec '{}': {} must be a whole number in {:.17g}..{:.17g} (got {})", text,
-                                            key, lo, hi, args.at(key)));
-  return v;
+  const auto it = args.find(key);
+  if (it == args.end()) return fallback;
+  try {  // every range here is of whole numbers a double holds exactly (at most 2^53)
+    return static_cast<double>(
+        parse_whole(it->second, key, static_cast<std::uint64_t>(lo), static_cast<std::uint64_t>(hi)));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("input spec '" + text + "': " + e.what());
+  }
 }
 
 double InputSpec::number(const std::string& key, double fallback) const {
   const auto it = args.find(key);
   if (it == args.end()) return fallback;
-  std::size_t used = 0;
-  double v = 0;
   try {
-    v = std::stod(it->second, &used);
-  } catch (const std::exception&) {
-    used = 0;
+    return parse_real(it->second, key, std::numeric_limits<double>::lowest(), std::numeric_limits<double>::max());
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("input spec '" + text + "': " + e.what());
   }
-  if (used != it->second.size() || !std::isfinite(v))
-    throw std::invalid_argument("input spec '" + text + "': " + key + "=" + it->second + " is not a number");
-  return v;
 }
 
 InputSpec parse_input_spec(const std::string& text) {

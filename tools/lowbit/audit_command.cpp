@@ -16,11 +16,13 @@
 #include <thread>
 
 #include "command.hpp"
+#include "number_option.hpp"
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/audit.hpp"
 #include "lowbit/audit_budget.hpp"
 #include "lowbit/audit_exact.hpp"
 #include "lowbit/audit_trajectory.hpp"
+#include "lowbit/generators.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/kernel_cases.hpp"
 #include "lowbit/manifest.hpp"
@@ -35,6 +37,10 @@ namespace lowbit::cli {
 
 namespace {
 
+// --trajectory --steps: every format's parameters after every step are kept for the report; 10^5
+// steps need about 12 GiB and 25 minutes (docs/audit.md#memory)
+constexpr int kMaxTrajectorySteps = 100000;
+
 struct AuditOptions {
   std::vector<std::string> formats;
   std::vector<long long> block_sizes;
@@ -47,7 +53,7 @@ struct AuditOptions {
   std::string budget;  // METRIC=VALUE
   bool quiet = false;
   bool trajectory = false;
-  int steps = 300;
+  int steps = 300;  // at most kMaxTrajectorySteps
   double lr = 1e-2;
   std::uint64_t seed = 1;
   std::string kernel;  // LIB[:NAME]: round trips through the plugin's kernels (kernel_cases.hpp)
@@ -324,7 +330,6 @@ struct TrajectoryRow {
 };
 
 int run_trajectory(AuditOptions o) {
-  if (o.steps < 1 || o.steps > 100000) throw UsageError(fmt::format("--steps must be in 1..100000 (got {})", o.steps));
   if (!(o.lr > 0) || !std::isfinite(o.lr)) throw UsageError(fmt::format("--lr must be positive (got {})", o.lr));
   std::vector<const FormatSpec*> formats = selected(o.formats, audit::trajectory_formats);
   // every run is measured against the baseline's: it always runs, first
@@ -535,7 +540,10 @@ int run_audit(AuditOptions o) {
       for (const FormatSpec* f : formats)
         for (long long b : o.block_sizes) {
           const auto block = static_cast<std::size_t>(b);
-          Row r{src.name, f, block, audit::not_applicable(*f, block, is_signed), {}};
+          // no values, no measures: n/a, not an error of 0 and an SQNR of 0
+          Row r{src.name, f, block,
+                x.empty() ? std::string("no values to measure (0 elements)") : audit::not_applicable(*f, block, is_signed),
+                {}};
           const auto kernel = kernels ? kernels->by_format.find(f->name) : decltype(kernels->by_format)::iterator{};
           if (r.note.empty() && kernels && kernel != kernels->by_format.end() && kernel_round_trips(*f)) {
             r.ran_on = "kernel " + kernel->second.name;
@@ -650,15 +658,16 @@ Subcommand add_audit_command(CLI::App& parent) {
                   "for round-trips through that kernel (host or CUDA memory, in a child process) instead of the reference,\n"
                   "once its head and tail blocks (or all of it, --check-elements) are bit-identical to the reference's;\n"
                   "the other formats run on the reference. The reports say which ran where");
-  cmd->add_option("--check-elements", o->check_elements,
-                  "--kernel: an input of at most this many elements is checked whole, a larger one on its first and last\n"
-                  "blocks, this many elements together")
-      ->capture_default_str();
+  add_whole_option(*cmd, "--check-elements", o->check_elements, std::uint64_t{1}, kMaxCheckElements,
+                   "--kernel: an input of at most this many elements is checked whole, a larger one on its first and last\n"
+                   "blocks, this many elements together");
   cmd->add_option("--timeout", o->timeout, "--kernel: seconds a kernel may take per configuration")->capture_default_str();
   add_kernel_memory_option(*cmd, o->kernel_memory);
-  cmd->add_option("--steps", o->steps, "--trajectory: optimizer steps")->capture_default_str();
-  cmd->add_option("--lr", o->lr, "--trajectory: learning rate")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "--trajectory: the problem's seed")->capture_default_str();
+  add_whole_option(*cmd, "--steps", o->steps, 1, kMaxTrajectorySteps, "--trajectory: optimizer steps");
+  add_real_option(*cmd, "--lr", o->lr, 0.0, 1e6, "--trajectory: learning rate");
+  // the problem draws its four arrays with seeds seed .. seed + 3, each a generator seed (at most 2^53)
+  add_whole_option(*cmd, "--seed", o->seed, std::uint64_t{0}, static_cast<std::uint64_t>(kMaxSeed) - 3,
+                   "--trajectory: the problem's seed");
   return {cmd, [o, cmd] {
             o->kernel_options = cmd->get_option("--check-elements")->count() + cmd->get_option("--timeout")->count() +
                                 cmd->get_option("--kernel-memory")->count() > 0;

@@ -2,6 +2,7 @@
 #include <fmt/core.h>
 
 #include "command.hpp"
+#include "number_option.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
 #include "lowbit/printable.hpp"
@@ -82,7 +83,9 @@ Subcommand add_compare_command(CLI::App& parent) {
                   "Tolerance policy: bit-exact, a shipped policy's name (e.g. bnb-cuda; from " +
                       shipped_policy_dir().string() + "),\nor a JSON file (a path containing '/' or ending in .json);\n"
                   "default: the format's own default (bit-exact for every reference format)");
-  cmd->add_option("--max-listed", o->max_listed, "Mismatches listed per tensor")->capture_default_str();
+  // at most every element of a generated input (2^28): beyond that the list is all of them anyway
+  add_whole_option(*cmd, "--max-listed", o->max_listed, std::size_t{0}, std::size_t{1} << 28,
+                   "Mismatches listed per tensor");
   cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those the policy allows (the report records strict)");
   o->output.add_options(*cmd);
   return {cmd, [o] { return run_compare(*o); }};

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "command.hpp"
+#include "number_option.hpp"
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/case_maker.hpp"
 #include "lowbit/formats.hpp"
@@ -256,9 +257,9 @@ void publish(const std::string& out, const std::string& format, const std::vecto
     throw;
   }
   for (const GeneratedCase* c : unique)
-    fmt::print("{} {}/{}\n", std::find(to_write.begin(), to_write.end(), c) != to_write.end() ? "wrote" : "unchanged", out,
-               c->relative);
-  fmt::print("manifest {} lists {} files\n", manifest_path(out), manifest.files.size());
+    fmt::print("{} {}/{}\n", std::find(to_write.begin(), to_write.end(), c) != to_write.end() ? "wrote" : "unchanged",
+               printable(out), printable(c->relative));
+  fmt::print("manifest {} lists {} files\n", printable(manifest_path(out)), manifest.files.size());
 }
 
 int run_generate(GenerateOptions o) {
@@ -314,7 +315,6 @@ int run_generate(GenerateOptions o) {
   const bool needs_input = takes_input(*spec);
   if (needs_input && specs.empty()) throw UsageError("format " + spec->name + " needs at least one --input");
   if (!needs_input && !specs.empty()) throw UsageError("format " + spec->name + " takes no input; omit --input");
-  if (o.steps < 1) throw UsageError("--steps must be at least 1");
   if (o.steps > 1 && !optimizer) throw UsageError("--steps applies to optimizer formats only");
 
   // A malformed manifest fails before the work; publish reads it again, locked, and checks what changed.
@@ -342,9 +342,9 @@ int run_check(const std::string& dir) {
   for (const ManifestEntry& e : m.files) {
     try {
       read_verified_case(dir, e);
-      fmt::print("ok       {}\n", e.path);
+      fmt::print("ok       {}\n", printable(e.path));  // a manifest's text: no escape sequence, no forged line
     } catch (const CaseError& err) {
-      fmt::print("REFUSED  {}\n", err.what());
+      fmt::print("REFUSED  {}\n", printable(err.what()));
       ++bad;
     }
   }
@@ -352,7 +352,7 @@ int run_check(const std::string& dir) {
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".safetensors") continue;
     const std::string relative = std::filesystem::relative(entry.path(), dir).generic_string();
-    if (!find_entry(m, relative)) fmt::print("unlisted {} (not in MANIFEST.json; not checked)\n", relative);
+    if (!find_entry(m, relative)) fmt::print("unlisted {} (not in MANIFEST.json; not checked)\n", printable(relative));
   }
   fmt::print("{} files listed, {} verified, {} refused\n", m.files.size(), m.files.size() - bad, bad);
   return bad ? kBadInput : kConformant;
@@ -383,10 +383,9 @@ Subcommand add_golden_command(CLI::App& parent) {
                   "all take n (default 4096) and seed (default 1); file:PATH[:TENSOR] takes your own tensor from a\n"
                   "safetensors file (shape kept; optimizers: its param and grad). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");
-  gen->add_option("--steps", g->steps,
-                  "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"
-                  "steps, each with a gradient drawn by the same spec with seed + step, one case per step")
-      ->capture_default_str();
+  add_whole_option(*gen, "--steps", g->steps, 1, 1000,
+                   "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"
+                   "steps, each with a gradient drawn by the same spec with seed + step, one case per step");
   gen->add_flag("--replace", g->replace,
                 "Overwrite a case of the same name that holds different bytes (by default such a case is\n"
                 "refused and nothing is written; regenerating the same bytes is always fine)");
@@ -394,10 +393,9 @@ Subcommand add_golden_command(CLI::App& parent) {
 
   gen->add_option("--kernel", g->kernel,
                   "A kernel under review, LIB or LIB:NAME (device/include/lowbit/kernel_plugin.h), that makes the outputs");
-  gen->add_option("--check-elements", g->check_elements,
-                  "--kernel: a case of at most this many elements is checked whole; a larger one on its first and last\n"
-                  "blocks, this many elements together (a format that cannot be cut into blocks: whole)")
-      ->capture_default_str();
+  add_whole_option(*gen, "--check-elements", g->check_elements, std::uint64_t{1}, kMaxCheckElements,
+                   "--kernel: a case of at most this many elements is checked whole; a larger one on its first and last\n"
+                   "blocks, this many elements together (a format that cannot be cut into blocks: whole)");
   gen->add_option("--timeout", g->timeout, "--kernel: seconds the kernel may take per case before it is killed")
       ->capture_default_str();
   add_kernel_memory_option(*gen, g->kernel_memory);

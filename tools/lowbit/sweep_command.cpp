@@ -1,10 +1,12 @@
 // lowbit sweep fp8: every input of a source type through the reference FP8 encoder and the
 // independent checker, for each requested (format, overflow policy) pair.
+#include <limits>
 #include <fmt/core.h>
 
 #include <thread>
 
 #include "command.hpp"
+#include "number_option.hpp"
 #include "lowbit/simd_level.hpp"
 #include "progress.hpp"
 #include "report_output.hpp"
@@ -109,8 +111,8 @@ Subcommand add_sweep_fp8_command(CLI::App& sweep) {
   fp8_cmd->add_option("--rounding", o->rounding, "nearest (ties to even) or stochastic (see docs/formats/fp8.md)")
       ->capture_default_str()
       ->check(CLI::IsMember({"nearest", "stochastic"}));
-  fp8_cmd->add_option("--seed", o->seed, "Seed of the per-input random bits for stochastic rounding")
-      ->capture_default_str();
+  add_whole_option(*fp8_cmd, "--seed", o->seed, std::uint64_t{0}, std::numeric_limits<std::uint64_t>::max(),
+                   "Seed of the per-input random bits for stochastic rounding");
   fp8_cmd->add_option("--nan-encoding", o->nan_encoding,
                       "Code of a NaN input: torch (0x7F|sign), cuda (0x7F, sign dropped), ml_dtypes (quiet NaN|sign);\n"
                       "a NaN made by overflow keeps the sign under each;\n"

@@ -4,6 +4,8 @@
 #include <string>
 #include <thread>
 
+#include "number_option.hpp"
+
 namespace lowbit::cli {
 
 int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
@@ -12,11 +14,8 @@ int max_threads() { return std::max(8, 4 * default_threads()); }
 
 CLI::Option* add_threads_option(CLI::App& app, int& threads) {
   threads = default_threads();
-  return app
-      .add_option("--threads", threads,
-                  "Worker threads, 1 to " + std::to_string(max_threads()) + " (results are identical for any count)")
-      ->check(CLI::Range(1, max_threads()))
-      ->capture_default_str();
+  return add_whole_option(app, "--threads", threads, 1, max_threads(),
+                          "Worker threads (results are identical for any count)");
 }
 
 CLI::Option* add_case_threads_option(CLI::App& app, int& threads) {
@@ -24,7 +23,7 @@ CLI::Option* add_case_threads_option(CLI::App& app, int& threads) {
   threads = std::min(default_threads(), 8);
   option->description("Threads of the reference's fast paths on each case of 2^16 elements or more (smaller cases run on one), 1 to " +
                       std::to_string(max_threads()) + "; the outputs and reports are identical for any count");
-  return option->capture_default_str();
+  return option->default_str(std::to_string(threads));
 }
 
 }  // namespace lowbit::cli

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "command.hpp"
+#include "number_option.hpp"
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/case_maker.hpp"
 #include "lowbit/manifest.hpp"
@@ -61,7 +62,6 @@ int run_verify(VerifyOptions o) {
   o.output.prepare();
   check_kernel_timeout(o.timeout);
   const std::uint64_t memory = kernel_memory_bytes(o.kernel_memory);
-  if (o.steps < 1 || o.steps > 1000) throw UsageError("--steps must be from 1 to 1000");
   std::string library;
   const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
   note_input_file(library);  // no report or saved case may be written over the plugin
@@ -223,7 +223,7 @@ Subcommand add_verify_command(CLI::App& parent) {
   cmd->add_option("--input", o->inputs,
                   "Input spec, as golden generate takes them (repeatable); default: edges, special and random\n"
                   "distributions (optimizers: a parameter and moments drawn for --steps steps)");
-  cmd->add_option("--steps", o->steps, "Optimizer formats: steps per input")->capture_default_str();
+  add_whole_option(*cmd, "--steps", o->steps, 1, 1000, "Optimizer formats: steps per input");
   cmd->add_option("--policy", o->policy, "Tolerance policy (default: the format's)");
   cmd->add_option("--timeout", o->timeout, "Seconds the kernel may take per case before it is killed")->capture_default_str();
   add_kernel_memory_option(*cmd, o->kernel_memory);

@@ -19,6 +19,10 @@ struct TolerancePolicy {
   // Not read from a policy file: --strict (verify, compare, conform) sets it for one run, and then
   // every mismatch fails, whatever the flags above allow; the report records it.
   bool strict = false;
+  // A policy read from a file of the user's (not a shipped one): its path and the sha256 of its bytes,
+  // also appended to name ("mine (file p.json, sha256 ...)"), so every text and report that names the
+  // policy says which file it was.
+  std::string file, file_sha256;
 };
 // arithmetic-variant, flushed-subnormal, nan-encoding and genuine are never allowed by any policy.
 
@@ -26,7 +30,9 @@ struct TolerancePolicy {
 // ".json"); else the name of a shipped policy, <policy_dir>/<name>.json, and nothing else (a file of
 // that name in the working directory is never read instead). The caller says where the shipped
 // policies are: the lowbit command finds them beside its binary, a library user passes its own.
-// Throws std::runtime_error naming what was looked for and where, or what is not valid.
+// Throws std::runtime_error naming what was looked for and where, or what is not valid; a file that
+// calls itself by a shipped policy's name (bit-exact, or any <policy_dir>/<name>.json) is refused,
+// unless it is that shipped file. The file is an input of the run (note_input_file).
 TolerancePolicy load_tolerance_policy(const std::string& name_or_path, const std::filesystem::path& policy_dir);
 
 }  // namespace lowbit
