@@ -179,3 +179,42 @@ TEST_CASE("SymmQuantizer rejects block sizes that do not divide the shape (COAT 
   CHECK_THROWS_AS(symm_quantize(x, 8, 20, 1, 16, 1e-8f, FormatId::E4M3FN, Model::Interpreter), std::invalid_argument);
   CHECK_NOTHROW(symm_quantize(x, 8, 20, -1, -1, 1e-8f, FormatId::E4M3FN, Model::Interpreter));
 }
+
+TEST_CASE("issue 30: SymmQuantizer with 1x1 tiles multiplies Q by same-shape scales") {
+  // COAT 80ec99f quantize_function.py block_cut(x, 1, 1) + SymmQuantizer.forward(symm=True, "E4M3",
+  // stochastic=False, epsilon=1e-8) + block_reshape, under the Triton interpreter with torch 2.15, at
+  // ATEN_CPU_CAPABILITY=avx512 and avx2 (the same bits) and default. Every element is a NaN (x[i] =
+  // payloads[i % 6]) and its own tile: scale 0x7FC00000 (torch's amax), Q its NaN without sign
+  // (quieted), and RQ = Q * scale two tensors of M x N x 1 x 1 elements: 'q' where RQ is Q's NaN.
+  const std::vector<std::uint32_t> payloads = {0xFFFF0000u, 0x7FC00001u, 0xFFC00001u, 0xFFFFFFFFu, 0x7FFFFFFFu, 0x7FA00000u};
+  const std::vector<std::uint32_t> q_of = {0x7FFF0000u, 0x7FC00001u, 0x7FC00001u, 0x7FFFFFFFu, 0x7FFFFFFFu, 0x7FE00000u};
+  struct Pinned {
+    std::int64_t m, n;
+    const char* capability;
+    std::string rq;
+  };
+  for (const Pinned& p : std::vector<Pinned>{{4, 5, "avx2", "ssssssssssssssssqqqq"},
+                                             {4, 5, "avx512", "ssssssssssssssssqqqq"},
+                                             {4, 5, "default", "qqqqqqqqqssssqqqssss"},
+                                             {1, 7, "avx2", "qqqqssq"},
+                                             {1, 7, "default", "ssssssq"}}) {
+    CAPTURE(p.m);
+    CAPTURE(p.n);
+    CAPTURE(p.capability);
+    const auto count = static_cast<std::size_t>(p.m * p.n);
+    std::vector<float> x(count);
+    for (std::size_t i = 0; i < count; ++i) x[i] = float_from_bits(payloads[i % 6]);
+    Case in;
+    in.metadata = {{"format", "coat.fake.symm"},
+                   {"params", nlohmann::json{{"fp8", "e4m3"}, {"model", "interpreter"}, {"row_block", 1}, {"col_block", 1},
+                                             {"epsilon", 1e-8}, {"cpu_capability", p.capability}}.dump()}};
+    in.add(Tensor::from_f32("input", {p.m, p.n}, x));
+    const Case out = run_reference(*find_format("coat.fake.symm"), in);
+    for (std::size_t i = 0; i < count; ++i) {
+      CAPTURE(i);
+      CHECK(bits(out.require("scale").f32()[i]) == f32_bits(0x7FC00000u));
+      CHECK(bits(out.require("q").f32()[i]) == f32_bits(q_of[i % 6]));
+      CHECK(bits(out.require("rq").f32()[i]) == f32_bits(p.rq[i] == 'q' ? q_of[i % 6] : 0x7FC00000u));
+    }
+  }
+}

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <limits>
 
 #include "bits_printer.hpp"
@@ -229,5 +230,134 @@ TEST_CASE("fp8.perblock.e4m3: codes, scales and dequantized values derived by ha
     CAPTURE(i);
     if (std::isnan(want[i])) CHECK(is_nan(d[i]));
     else CHECK(bits(d[i]) == bits(want[i]));  // +0, never -0, for the zero block
+  }
+}
+
+// ---- issue 30: NaN bits that depend on torch's CPU loops, pinned from torch itself ----------------
+// Each expected bit below was printed by the official library, run with torch 2.15.0 on an AVX-512
+// machine at ATEN_CPU_CAPABILITY=avx512, avx2 and default (the values named for "avx2" were the same
+// at avx512), as the comment over each table says; docs/formats/torchao-fp8.md and bnb-blockwise8.md
+// state the rules.
+
+namespace {
+
+// The registry's run of `format` on a float32 input (flat, or `shape`) and the given params.
+Case run_format(const std::string& format, const std::vector<float>& x, const nlohmann::json& params,
+                std::vector<std::int64_t> shape = {}) {
+  const FormatSpec& spec = *find_format(format);
+  Case in;
+  in.metadata = {{"format", format}, {"params", params.dump()}};
+  if (shape.empty()) shape = {static_cast<std::int64_t>(x.size())};
+  in.add(Tensor::from_f32("input", shape, x));
+  if (spec.auxiliary_inputs)
+    for (Tensor& t : spec.auxiliary_inputs(resolve_params(spec, params))) in.add(std::move(t));
+  return run_reference(spec, in);
+}
+
+// Bit patterns as hex words, so that a failure prints them.
+std::string hex_words(const std::vector<std::uint32_t>& words) {
+  std::string out;
+  for (std::uint32_t w : words) out += fmt::format("{}{:08X}", out.empty() ? "" : " ", w);
+  return out;
+}
+
+std::string tensor_hex(const Case& c, const std::string& tensor) {
+  std::vector<std::uint32_t> words;
+  for (float v : c.require(tensor).f32()) words.push_back(bits_of(v));
+  return hex_words(words);
+}
+
+// 'c': the FP8 code's NaN widened (0xFF -> 0xFFF00000), 's': the scale's NaN (0x7FC00000)
+std::string code_or_scale(const std::string& pattern) {
+  std::vector<std::uint32_t> out;
+  for (char ch : pattern) out.push_back(ch == 'c' ? 0xFFF00000u : 0x7FC00000u);
+  return hex_words(out);
+}
+
+}  // namespace
+
+TEST_CASE("issue 30: torchao.fp8 with blocks of one element multiplies two same-shape tensors") {
+  // torchao 0.18 subclass_fp8.py: codes, scale = quantize_fp8(x, 1); OptimStateFp8(codes, scale).dequantize(),
+  // x = n copies of 0xFFC00001 (every code 0xFF, every scale 0x7FC00000): whose NaN each element gets
+  struct Pinned {
+    std::size_t n;
+    const char* capability;
+    std::string dequant;
+  };
+  const std::vector<Pinned> pinned = {
+      {5, "avx2", "ccccs"},
+      {5, "avx512", "ccccs"},
+      {5, "default", "ssssc"},
+      {19, "avx2", "sssssssssssssssssss"},
+      {19, "default", "cccccccccsssscccssc"},
+      {23, "avx2", "ssssssssssssssssccccssc"},
+      {23, "avx512", "ssssssssssssssssccccssc"},
+      {23, "default", "cccccccccsssscccssssssc"},
+  };
+  for (const Pinned& p : pinned) {
+    CAPTURE(p.n);
+    CAPTURE(p.capability);
+    const Case out = run_format("torchao.fp8", std::vector<float>(p.n, f(0xFFC00001u)),
+                                {{"block_size", 1}, {"cpu_capability", p.capability}});
+    CHECK(out.require("codes").u8() == std::vector<std::uint8_t>(p.n, 0xFF));
+    CHECK(tensor_hex(out, "scale") == hex_words(std::vector<std::uint32_t>(p.n, 0x7FC00000u)));
+    CHECK(tensor_hex(out, "dequant") == code_or_scale(p.dequant));
+  }
+}
+
+TEST_CASE("issue 30: bitsandbytes' default back end: max() of a tail, by its length and torch's capability") {
+  // bitsandbytes 0.50.2 functional.quantize_blockwise(x, code=create_dynamic_map(signed=True), blocksize=64)
+  // through backends/default/ops.py (native library not loaded): 64 values of |x| <= 1, then a tail.
+  // One NaN alone, 0xFF800001: max() returns its |x| quieted at every capability (0x7FC00001), not the
+  // all-ones NaN of two elements up. Two NaNs, 0x7FC00001 at tail place 1 and 0x7FC00002 at place 8:
+  // 0xFFFFFFFF at avx2/avx512; at default place 8 (lane 0 of 8) wins over place 1 (lane 1).
+  std::vector<float> head(64);
+  for (std::size_t i = 0; i < head.size(); ++i) head[i] = (static_cast<float>(i) - 32.0f) / 32.0f;  // absmax 1
+  const float one = 1.0f;
+  const std::vector<float> one_nan = {f(0xFF800001u)};
+  const std::vector<float> two_nans = {one, f(0x7FC00001u), one, one, one, one, one, one, f(0x7FC00002u), one};
+  struct Pinned {
+    const std::vector<float>* tail;
+    const char* capability;
+    std::uint32_t tail_absmax;
+  };
+  for (const Pinned& p : std::vector<Pinned>{{&one_nan, "avx2", 0x7FC00001u},
+                                             {&one_nan, "avx512", 0x7FC00001u},
+                                             {&one_nan, "default", 0x7FC00001u},
+                                             {&two_nans, "avx2", 0xFFFFFFFFu},
+                                             {&two_nans, "avx512", 0xFFFFFFFFu},
+                                             {&two_nans, "default", 0x7FC00002u}}) {
+    CAPTURE(p.tail->size());
+    CAPTURE(p.capability);
+    std::vector<float> x = head;
+    x.insert(x.end(), p.tail->begin(), p.tail->end());
+    const Case out = run_format("bnb.blockwise8.dynamic", x,
+                                {{"block_size", 64}, {"backend", "default"}, {"cpu_capability", p.capability}});
+    CHECK(tensor_hex(out, "scale") == hex_words({0x3F800000u, p.tail_absmax}));
+    const std::vector<std::uint8_t> codes = out.require("codes").u8();
+    CHECK(std::all_of(codes.begin() + 64, codes.end(), [](std::uint8_t c) { return c == 0xFF; }));  // NaN / NaN
+  }
+}
+
+TEST_CASE("issue 30: bitsandbytes' default back end widens f16 8 lanes at a time at AVX-512 too") {
+  // bitsandbytes 0.50.2 quantize_blockwise (default back end) of 12 f16 values, blocksize 4: NaN 0x7C01
+  // at 0 and 10, 0xFE01 at 5, the rest 1.0. torch's .float() converts the first 8 with its vector
+  // loop (NaN quieted, payload kept: 0x7FC02000 after |x|) and the last 4 in its scalar tail
+  // (0x7FFFFFFF): absmax 0x7FC02000 0x7FC02000 0x7FFFFFFF at avx512, avx2 and default alike.
+  const std::vector<std::uint16_t> h = {0x7C01, 0x3C00, 0x3C00, 0x3C00, 0x3C00, 0xFE01,
+                                        0x3C00, 0x3C00, 0x3C00, 0x3C00, 0x7C01, 0x3C00};
+  std::vector<std::uint8_t> bytes;
+  for (std::uint16_t v : h) bytes.insert(bytes.end(), {static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8)});
+  const FormatSpec& spec = *find_format("bnb.blockwise8.dynamic");
+  for (const char* capability : {"avx512", "avx2", "default"}) {
+    CAPTURE(capability);
+    const nlohmann::json params = {{"block_size", 4}, {"backend", "default"}, {"cpu_capability", capability}};
+    Case in;
+    in.metadata = {{"format", spec.name}, {"params", params.dump()}};
+    in.add(Tensor::from_bytes("input", DType::F16, {12}, bytes));
+    for (Tensor& t : spec.auxiliary_inputs(resolve_params(spec, params))) in.add(std::move(t));
+    const Case out = run_reference(spec, in);
+    CHECK(tensor_hex(out, "scale") == hex_words({0x7FC02000u, 0x7FC02000u, 0x7FFFFFFFu}));
+    CHECK(out.require("codes").u8() == std::vector<std::uint8_t>(12, 0xFF));
   }
 }

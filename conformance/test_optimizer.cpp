@@ -8,12 +8,14 @@
 #include <cfloat>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "bits_printer.hpp"
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
 #include "lowbit/narrow16.hpp"
 #include "lowbit/optimizer.hpp"
 
@@ -231,4 +233,95 @@ TEST_CASE("torchao: stochastic rounding needs a bf16 parameter and one draw per 
   o.stochastic_round_random = draws;
   float step = 0.0f;
   CHECK_THROWS_AS(optimizer::torchao_adam_step(param, grad, step, m, v, nullptr, {}, o), std::invalid_argument);
+}
+
+TEST_CASE("issue 30: torchao writes a bf16 NaN with torch's vectorized copy (0xFFFF) or, at default, c10's (0x7FC0)") {
+  // torchao 0.18 optim/adam.py single_param_adam, eager, torch 2.15: p = [1, NaN, -2, 0.5] and
+  // g = [0.1, 0.2, NaN, 0.4] in bf16, dense bf16 moments (zeros_like(p)), step 0 -> 1, lr tensor(1e-3),
+  // betas (0.9, 0.999), weight_decay 1e-2, eps 1e-8, AdamW. Printed at ATEN_CPU_CAPABILITY=avx512 and
+  // avx2 (the same bits) and default. p.copy_, exp_avg.copy_ and exp_avg_sq.copy_ all write the NaN.
+  struct Pinned {
+    bool vectorized;  // avx2, avx512; false: default
+    std::vector<std::uint16_t> param, exp_avg, exp_avg_sq;
+  };
+  const std::vector<Pinned> pinned = {
+      {true, {0x3F80, 0xFFFF, 0xFFFF, 0x3EFF}, {0x3C24, 0x3CA4, 0xFFFF, 0x3D24}, {0x3728, 0x3828, 0xFFFF, 0x3928}},
+      {false, {0x3F80, 0x7FC0, 0x7FC0, 0x3EFF}, {0x3C24, 0x3CA4, 0x7FC0, 0x3D24}, {0x3728, 0x3828, 0x7FC0, 0x3928}}};
+  const auto widen = [](std::initializer_list<std::uint16_t> b) {
+    std::vector<float> out;
+    for (std::uint16_t v : b) out.push_back(float_from_bits(std::uint32_t{v} << 16));
+    return out;
+  };
+  const auto hex = [](const std::vector<std::uint16_t>& v) {  // printed on a failure
+    std::string out;
+    for (std::uint16_t h : v) out += fmt::format("{}{:04X}", out.empty() ? "" : " ", h);
+    return out;
+  };
+  const auto bf16_bits = [](const std::vector<float>& v) {
+    std::vector<std::uint16_t> out;
+    for (float x : v) out.push_back(static_cast<std::uint16_t>(bits_of(x) >> 16));
+    return out;
+  };
+  for (const Pinned& p : pinned)
+    for (bool fast : {false, true}) {
+      CAPTURE(p.vectorized);
+      CAPTURE(fast);
+      std::vector<float> param = widen({0x3F80, 0x7FC0, 0xC000, 0x3F00});
+      const std::vector<float> grad = widen({0x3DCD, 0x3E4D, 0x7FC0, 0x3ECD});
+      Moment m, v;
+      m.values.assign(4, 0.0f);
+      v.values.assign(4, 0.0f);
+      optimizer::AdamHyper h;
+      h.weight_decay = 1e-2;
+      h.fused = p.vectorized;  // the capability, as the format sets both
+      optimizer::TorchaoAdamOptions o;
+      o.kind = optimizer::TorchaoState::Dense;
+      o.param_dtype = optimizer::ParamDtype::BFloat16;
+      o.vectorized_copies = p.vectorized;
+      float step = 0.0f;
+      if (fast) optimizer::torchao_adam_step(param, grad, step, m, v, nullptr, h, o);
+      else optimizer::scalar::torchao_adam_step(param, grad, step, m, v, nullptr, h, o);
+      CHECK(hex(bf16_bits(param)) == hex(p.param));
+      CHECK(hex(bf16_bits(m.values)) == hex(p.exp_avg));
+      CHECK(hex(bf16_bits(v.values)) == hex(p.exp_avg_sq));
+      // bf16_stochastic_round (torch.manual_seed(0)'s draws in torchao): the same NaNs, whatever the draw
+      for (std::int32_t draw : {0, 0x8000, 0xFFFF}) {
+        std::vector<float> sr_param = widen({0x3F80, 0x7FC0, 0xC000, 0x3F00});
+        Moment sm, sv;
+        sm.values.assign(4, 0.0f);
+        sv.values.assign(4, 0.0f);
+        const std::vector<std::int32_t> draws(4, draw);
+        optimizer::TorchaoAdamOptions so = o;
+        so.stochastic_round_random = draws;
+        float sr_step = 0.0f;
+        optimizer::torchao_adam_step(sr_param, grad, sr_step, sm, sv, nullptr, h, so);
+        CHECK(bf16_bits(sr_param)[1] == p.param[1]);
+        CHECK(bf16_bits(sr_param)[2] == p.param[2]);
+      }
+    }
+  // through the registry (torchao.adam.dense, bf16 tensors), as conform runs a case: cpu_capability decides
+  const auto bf16_tensor = [](const std::string& name, std::initializer_list<std::uint16_t> b) {
+    std::vector<std::uint8_t> bytes;
+    for (std::uint16_t v : b) bytes.insert(bytes.end(), {static_cast<std::uint8_t>(v), static_cast<std::uint8_t>(v >> 8)});
+    return Tensor::from_bytes(name, DType::BF16, {static_cast<std::int64_t>(b.size())}, bytes);
+  };
+  for (const Pinned& p : pinned) {
+    CAPTURE(p.vectorized);
+    Case in;
+    in.metadata = {{"format", "torchao.adam.dense"},
+                   {"params", nlohmann::json{{"weight_decay", 1e-2}, {"cpu_capability", p.vectorized ? "avx2" : "default"}}.dump()}};
+    in.add(bf16_tensor("param", {0x3F80, 0x7FC0, 0xC000, 0x3F00}));
+    in.add(bf16_tensor("grad", {0x3DCD, 0x3E4D, 0x7FC0, 0x3ECD}));
+    in.add(bf16_tensor("exp_avg", {0, 0, 0, 0}));
+    in.add(bf16_tensor("exp_avg_sq", {0, 0, 0, 0}));
+    in.add(Tensor::from_f32("step", {}, std::vector<float>{0.0f}));
+    in.add(Tensor::from_f32("lr", {}, std::vector<float>{1e-3f}));
+    const Case out = run_reference(*find_format("torchao.adam.dense"), in);
+    for (std::size_t i = 0; i < 4; ++i) {
+      CAPTURE(i);
+      CHECK(out.require("param.next").bits_at(i) == p.param[i]);
+      CHECK(out.require("exp_avg.next").bits_at(i) == p.exp_avg[i]);
+      CHECK(out.require("exp_avg_sq.next").bits_at(i) == p.exp_avg_sq[i]);
+    }
+  }
 }

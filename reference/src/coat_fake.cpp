@@ -136,8 +136,10 @@ Symm symm_quantize(std::span<const float> x, std::int64_t m, std::int64_t n, std
           if (std::isnan(q) && model == Model::Gpu) q = float_from_bits(kGpuNaN);
           const float qf = floatexmy_triton(q, f, model);
           // q * scale: when both are NaN, whose NaN comes back depends on where torch's CPU loop
-          // computes the element
-          const bool scale_first = torch_mul_broadcast_nan_wins(r * cb + c, rb * cb, vectorized_mul);
+          // computes the element; 1x1 tiles make Q and the scales the same shape (blocks x 1 x 1),
+          // multiplied by torch's element-wise loop over all the blocks
+          const bool scale_first = rb * cb == 1 ? torch_mul_same_shape_b_nan_wins(bi * cols + bj, rows * cols, vectorized_mul)
+                                                : torch_mul_broadcast_nan_wins(r * cb + c, rb * cb, vectorized_mul);
           float rq = scale_first ? x86_result(qf * scale, scale, qf) : x86_result(qf * scale, qf, scale);
           if (std::isnan(rq) && model == Model::Gpu) rq = float_from_bits(kGpuNaN);
           s.q[i] = qf;

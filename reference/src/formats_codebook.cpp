@@ -351,7 +351,7 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
 
 // cpu_capability (what torch.backends.cpu.get_cpu_capability() reports, lower case): whether torch's
 // CPU kernels run vectorized (avx2, avx512) or scalar (default): bitsandbytes' default back end's
-// max() of a NaN tail (0xFFFFFFFF when vectorized) and 16-bit copies, torchao FP8's dequant NaNs.
+// max() of a NaN tail (blockwise.hpp) and 16-bit copies, torchao FP8's dequant NaNs.
 bool vectorized_from(const nlohmann::json& p) {
   const std::string c = p.contains("cpu_capability") ? p.at("cpu_capability").get<std::string>() : "avx2";
   if (c == "avx2" || c == "avx512") return true;
@@ -484,12 +484,12 @@ blockwise::BnbBackend backend_from(const nlohmann::json& p) {
 
 
 // torch's f16 -> float32 copy (A.float() in the default back end), as observed with torch 2.15 at
-// CPU capabilities AVX2 and default: the elements its vector loop converts (F16C vcvtph2ps, 8 lanes)
-// get their NaNs quieted with sign and payload kept (0x7C01 -> 0x7FC02000); the last n % 8, which the
-// scalar tail converts, get 0x7FFFFFFF for every NaN. 16 lanes at AVX-512 is Vectorized<float>'s
-// width there, not observed. Only the back end's NaN absmax sees these bits.
-void torch_f16_nan_bits(std::vector<float>& x, const nlohmann::json& p) {
-  const std::size_t lanes = p.contains("cpu_capability") && p.at("cpu_capability") == "avx512" ? 16 : 8;
+// CPU capabilities AVX-512, AVX2 and default alike (every n from 1 to 70): the elements its vector
+// loop converts (8 lanes, at AVX-512 too) get their NaNs quieted with sign and payload kept
+// (0x7C01 -> 0x7FC02000); the last n % 8, which the scalar tail converts, get 0x7FFFFFFF for every
+// NaN. Only the back end's NaN absmax sees these bits.
+void torch_f16_nan_bits(std::vector<float>& x) {
+  constexpr std::size_t lanes = 8;
   const std::size_t vector_part = x.size() - x.size() % lanes;
   for (std::size_t i = 0; i < x.size(); ++i)
     if (std::isnan(x[i])) x[i] = float_from_bits(i < vector_part ? (bits_of(x[i]) | 0x00400000u) : 0x7FFFFFFFu);
@@ -545,7 +545,7 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                                "not modelled); got " + std::string(dtype_name(input.dtype)));
     // widening bf16 and f16 is exact; a NaN's bits reach only the default back end's absmax
     std::vector<float> x = optimizer_io::widened(input);
-    if (backend == blockwise::BnbBackend::Default && input.dtype == DType::F16) torch_f16_nan_bits(x, p);
+    if (backend == blockwise::BnbBackend::Default && input.dtype == DType::F16) torch_f16_nan_bits(x);
     const std::vector<float> q = in.require("qmap").f32();
     if (q.size() != 256) throw std::runtime_error("qmap must have 256 entries");
     threads = worth_threads(x.size(), threads);

@@ -63,6 +63,7 @@ optimizer::TorchaoAdamOptions options_from(const Case& in, const nlohmann::json&
   if (param.dtype != DType::F32 && param.dtype != DType::BF16)
     throw CaseError(in.origin + ": tensor 'param' must be F32 or BF16");
   o.param_dtype = param.dtype == DType::BF16 ? optimizer::ParamDtype::BFloat16 : optimizer::ParamDtype::Float32;
+  o.vectorized_copies = optimizer_io::fused_on(p);  // the capability: vectorized kernels fuse and copy alike
   return o;
 }
 
@@ -106,10 +107,13 @@ std::vector<std::int32_t> random_draws(const Case& in, const nlohmann::json& p) 
   return p.at("bf16_stochastic_round").get<bool>() ? in.require("sr_random").i32() : std::vector<std::int32_t>{};
 }
 
-// The new parameter as the step writes it: RNE into its dtype, or the stochastic rounding's draw.
-float written(float p32, optimizer::ParamDtype dtype, const std::vector<std::int32_t>& draws, std::size_t i) {
-  if (!draws.empty()) return widen_bf16(bf16_stochastic_round(p32, draws[i]));
-  return dtype == optimizer::ParamDtype::BFloat16 ? widen_bf16(bf16_round_nearest_even(p32)) : p32;
+// The new parameter as the step writes it: RNE into its dtype, or the stochastic rounding's draw; a
+// bf16 NaN as torch's vectorized or scalar copy writes it (TorchaoAdamOptions::vectorized_copies).
+float written(float p32, optimizer::ParamDtype dtype, bool vectorized, const std::vector<std::int32_t>& draws,
+              std::size_t i) {
+  if (!draws.empty()) return widen_bf16(bf16_stochastic_round(p32, draws[i], vectorized));
+  if (dtype != optimizer::ParamDtype::BFloat16) return p32;
+  return widen_bf16(vectorized ? bf16_round_nearest_even(p32) : bf16_round_nearest_even_c10(p32));
 }
 
 // The arithmetic variant a kernel may use instead of torch.lerp's single rounding: the lerp written out
@@ -146,6 +150,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
     std::vector<std::int32_t> draws;
     std::vector<optimizer::TorchaoAdamScalars> scalars;  // sqrt(bc2) correctly rounded, then the other faithful root
     optimizer::ParamDtype param_dtype;
+    bool vectorized_copies;
   };
   auto r = std::make_shared<Read>();
   r->m_old = optimizer::dequantize(read_state(expected, "exp_avg", kind), kind, o.block_size);
@@ -153,6 +158,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
   if (amsgrad) r->max_old = optimizer::dequantize(read_state(expected, "max_exp_avg_sq", kind), kind, o.block_size);
   r->draws = random_draws(expected, p);
   r->param_dtype = o.param_dtype;
+  r->vectorized_copies = o.vectorized_copies;
   const optimizer::AdamHyper h = hyper_from(expected, p);
   const float step = scalar(expected, "step") + 1.0f;
   // sqrt(bc2) correctly rounded first, then the other faithful root (torch's CPU sqrt, MKL): the bias
@@ -168,7 +174,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
     float max_old = amsgrad && i < r->max_old.size() ? r->max_old[i] : 0.0f;
     const float pv = param->value_as_float(i), gv = grad->value_as_float(i);
     auto written_bits = [&](float p32) -> std::uint64_t {
-      const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->draws, i));
+      const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->vectorized_copies, r->draws, i));
       return want->dtype == DType::BF16 ? bits >> 16 : bits;
     };
     {
@@ -195,7 +201,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
         float max_copy = max_old;  // the step may raise it: each candidate starts from the old value
         const float p32 =
             optimizer::torchao_adam_element(pv, gv, r->m_old[i], r->v_old[i], s, sqrt_v, amsgrad ? &max_copy : nullptr).param;
-        const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->draws, i));
+        const std::uint32_t bits = bits_of(written(p32, r->param_dtype, r->vectorized_copies, r->draws, i));
         candidates.push_back(want->dtype == DType::BF16 ? bits >> 16 : bits);
       }
     if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return classed(MismatchClass::LibraryRounding);

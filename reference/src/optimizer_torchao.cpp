@@ -25,16 +25,18 @@ std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t bl
 
 namespace {
 
-// The value a tensor of the parameter's dtype holds after copy_(x).
-float round_to(ParamDtype dtype, float x) {
-  return dtype == ParamDtype::BFloat16 ? widen_bf16(bf16_round_nearest_even(x)) : x;
+// The value a tensor of the parameter's dtype holds after copy_(x): a bf16 NaN by torch's vectorized
+// or scalar conversion (options.vectorized_copies).
+float round_to(const TorchaoAdamOptions& o, float x) {
+  if (o.param_dtype != ParamDtype::BFloat16) return x;
+  return widen_bf16(o.vectorized_copies ? bf16_round_nearest_even(x) : bf16_round_nearest_even_c10(x));
 }
 
 // exp_avg.copy_(values): requantize a low-bit state with a fresh scale, or store a dense one.
 void store(Moment& m, std::span<const float> values, const TorchaoAdamOptions& o) {
   if (o.kind == TorchaoState::Dense) {
     m.values.resize(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) m.values[i] = round_to(o.param_dtype, values[i]);
+    for (std::size_t i = 0; i < values.size(); ++i) m.values[i] = round_to(o, values[i]);
     return;
   }
   // the quantizers' scalar definitions (blockwise.hpp), so that the fast step is held to them
@@ -61,8 +63,9 @@ void check_step_inputs(std::size_t n, std::size_t grad, const Moment& exp_avg, c
 
 // The parameter as the step writes it back: RNE into its dtype, or torchao's stochastic rounding.
 float written(float p32, std::size_t i, const TorchaoAdamOptions& o) {
-  return o.stochastic_round_random.empty() ? round_to(o.param_dtype, p32)
-                                           : widen_bf16(bf16_stochastic_round(p32, o.stochastic_round_random[i]));
+  return o.stochastic_round_random.empty()
+             ? round_to(o, p32)
+             : widen_bf16(bf16_stochastic_round(p32, o.stochastic_round_random[i], o.vectorized_copies));
 }
 
 // x moved by k binary32 ulps (k in -1..1 here), toward +inf for k > 0.
@@ -216,7 +219,7 @@ void torchao_adam_step(std::span<float> param, std::span<const float> grad, floa
       write_back(lo, hi);
       if (bf16)  // the state holds bf16 too (store's round_to), after the parameter used the float32 moments
         for (Moment* m : moments)
-          for (std::size_t i = lo; i < hi; ++i) m->values[i] = round_to(o.param_dtype, m->values[i]);
+          for (std::size_t i = lo; i < hi; ++i) m->values[i] = round_to(o, m->values[i]);
     });
     return;
   }

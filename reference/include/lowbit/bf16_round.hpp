@@ -25,13 +25,14 @@ inline std::uint16_t bf16_round_nearest_even_c10(float x) {
 
 // Reference: torchao 0.18 optim/quant_utils.py _fp32_to_bf16_sr: with r uniform in [0, 2^16), round
 // away from zero (add 0x10000 to the truncated bits, in int32) when r < the low 16 bits, else
-// truncate; then the exact float32 -> bf16 copy, whose NaN rule above applies (a NaN with only low
+// truncate; then the exact float32 -> bf16 copy (.bfloat16()), whose NaN rule above applies: 0xFFFF
+// vectorized (capabilities AVX2, AVX-512), c10's 0x7FC0 at capability default (a NaN with only low
 // payload bits truncates to +-Inf; FLT_MAX can round up to Inf).
-inline std::uint16_t bf16_stochastic_round(float x, std::int32_t r) {
+inline std::uint16_t bf16_stochastic_round(float x, std::int32_t r, bool vectorized = true) {
   const std::uint32_t u = bits_of(x);
   const std::uint32_t truncated = u & 0xFFFF0000u;
   const std::uint32_t rounded = static_cast<std::int32_t>(u & 0xFFFFu) > r ? truncated + 0x10000u : truncated;
-  return bf16_round_nearest_even(float_from_bits(rounded));
+  return vectorized ? bf16_round_nearest_even(float_from_bits(rounded)) : bf16_round_nearest_even_c10(float_from_bits(rounded));
 }
 
 }  // namespace lowbit

@@ -42,8 +42,9 @@ using fp8::NanWidening;
 
 // Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, with
 // torch's NaN payloads: the widened code's NaN per `widening`, and a NaN scale's own payload; where
-// both are NaN, the one torch 2.15's CPU multiply returns at the element's place in the block
-// (torch_cpu_mul.hpp; vectorized: capability AVX2 or AVX-512, else default).
+// both are NaN, the one torch 2.15's CPU multiply returns at the element's place in the block, or with
+// blocks of one element (two same-shape tensors) among all the codes (torch_cpu_mul.hpp; vectorized:
+// capability AVX2 or AVX-512, else default).
 std::vector<float> torchao_fp8_dequantize(std::span<const std::uint8_t> codes, std::span<const float> scale,
                                           std::size_t block_size, NanWidening widening = NanWidening::Payload,
                                           bool vectorized = true, int threads = 1);
@@ -77,8 +78,9 @@ enum class BnbBackend {
 //   Default: absmax = max |x| (NaN propagates); full blocks y = clamp(x * (1 / max(absmax, 1e-38)));
 //           the tail block divides; bnb_default_search (NaN -> the last code). The NaN absmax is torch's:
 //           a full block's max(dim=-1) keeps the first NaN's |x| as it is; the tail's max() gives
-//           0xFFFFFFFF when vectorized (CPU capability AVX2, AVX-512) and the first NaN's |x| quieted
-//           when scalar (capability default).
+//           0xFFFFFFFF when vectorized (CPU capability AVX2, AVX-512) and the tail has two elements or
+//           more, a one-element tail's |x| quieted, and when scalar (capability default) the |x|
+//           quieted of the NaN in the lowest of 8 lanes (element i in lane i mod 8).
 Quantized bnb_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,
                        BnbBackend backend, bool vectorized_max = true, int threads = 1);
 

@@ -39,6 +39,9 @@ struct TorchaoAdamOptions {
   std::size_t block_size = 256;  // ignored for dense states
   fp8::Policy fp8_policy = fp8::torch_eager<fp8::E4M3FN>();
   ParamDtype param_dtype = ParamDtype::Float32;  // a bf16 parameter (and dense state) is rounded on write
+  // torch's float32 -> bf16 copy_ of that write: vectorized (CPU capability AVX2, AVX-512: a NaN becomes
+  // 0xFFFF) or scalar (capability default: c10's conversion, a NaN becomes 0x7FC0); bf16_round.hpp
+  bool vectorized_copies = true;
   // bf16_stochastic_round: torch.randint(0, 2^16) draws, one per element; empty means round to
   // nearest even. Only for bf16 parameters.
   std::span<const std::int32_t> stochastic_round_random = {};
