@@ -81,6 +81,9 @@ TEST_CASE("library rounding needs both sides reproduced: a parameter no one-ulp 
 // case, and, where the rule is a parameter, that the other value of the parameter does not.
 
 namespace {
+// The file-name suffix of a case exported at a CPU capability: none at AVX2 (the first exported),
+// `.cpu-<capability>` at the others (tools/export/*.py).
+std::string capability_suffix(const std::string& capability) { return capability == "avx2" ? "" : ".cpu-" + capability; }
 
 std::uint32_t f32_bits_at(const Case& c, const std::string& tensor, std::size_t i) {
   return static_cast<std::uint32_t>(c.require(tensor).bits_at(i));
@@ -290,8 +293,9 @@ TEST_CASE("library rounding is a faithful sqrt: the other float bracketing the r
 }
 
 TEST_CASE("issue 11 item 1: bitsandbytes' pure-PyTorch back end: NaN and Inf blocks, torch's NaN absmax") {
-  for (const char* capability : {"avx2", "default"}) {
-    const std::string suffix = std::string(capability) == "avx2" ? "" : ".cpu-default";
+  for (const char* capability : {"avx2", "avx512", "default"}) {
+    const std::string suffix = capability_suffix(capability);
+    const bool vectorized = std::string(capability) != "default";
     for (const char* variant : {"dynamic", "linear"})
       for (int block : {64, 256}) {
         const std::string path = std::string("bnb/bnb.blockwise8.") + variant + "/default.nonfinite.block" +
@@ -309,10 +313,10 @@ TEST_CASE("issue 11 item 1: bitsandbytes' pure-PyTorch back end: NaN and Inf blo
           CHECK(f32_bits_at(golden, "dequant", i) == 0x7F800000u);              // 1.0 * Inf, for -Inf too
         }
         const std::uint32_t tail_scale = f32_bits_at(golden, "scale", tail_start / static_cast<std::size_t>(block));
-        CHECK(tail_scale == (std::string(capability) == "avx2" ? 0xFFFFFFFFu : 0x7FC00000u));  // max(): vectorized or not
+        CHECK(tail_scale == (vectorized ? 0xFFFFFFFFu : 0x7FC00000u));  // max(): vectorized or not
         CHECK(compare_with_params(golden).conformant);
-        // the other capability's tail absmax does not reproduce the library
-        CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+        // the other kind of capability's tail absmax does not reproduce the library
+        CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", vectorized ? "default" : "avx2"}}).conformant);
       }
   }
   // payloads: a full block's max(dim=-1) keeps the first NaN's |x| unquieted, the tail's max() quiets it (default)
@@ -379,17 +383,18 @@ TEST_CASE("issue 11 item 9: bf16 and f16 inputs of bitsandbytes' block-wise quan
       CHECK(f32.require("scale").bytes == golden.require("scale").bytes);
     ++checked;
   }
-  CHECK(checked == 16 + 24);  // native library: 4 kinds x 2 maps x 2 dtypes; default back end: 3 x 2 x 2 x 2 capabilities
-  // the default back end's NaN dequant in bf16: 0xFFFF at AVX2 (vectorized copy), 0x7FC0 at default (c10)
-  for (const char* capability : {"avx2", "default"}) {
-    const std::string suffix = std::string(capability) == "avx2" ? "" : ".cpu-default";
+  CHECK(checked == 16 + 36);  // native library: 4 kinds x 2 maps x 2 dtypes; default back end: 3 x 2 x 2 x 3 capabilities
+  // the default back end's NaN dequant in bf16: 0xFFFF at AVX2 and AVX-512 (vectorized copy), 0x7FC0 at default (c10)
+  for (const char* capability : {"avx2", "avx512", "default"}) {
+    const std::string suffix = capability_suffix(capability);
+    const bool vectorized = std::string(capability) != "default";
     const Case golden = golden_case("bnb/bnb.blockwise8.dynamic/default.nonfinite.block64.bf16" + suffix + ".safetensors");
-    CHECK(golden.require("dequant").bits_at(3) == (std::string(capability) == "avx2" ? 0xFFFFu : 0x7FC0u));
-    CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+    CHECK(golden.require("dequant").bits_at(3) == (vectorized ? 0xFFFFu : 0x7FC0u));
+    CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", vectorized ? "default" : "avx2"}}).conformant);
     // f16: torch's f16 -> float32 copy gives a NaN in its scalar tail (the last 549 % 8) 0x7FFFFFFF,
     // which the tail block's absmax keeps (max() quiets it at default; 0xFFFFFFFF vectorized)
     const Case f16 = golden_case("bnb/bnb.blockwise8.dynamic/default.nan-payloads.block64.f16" + suffix + ".safetensors");
-    CHECK(f32_bits_at(f16, "scale", 8) == (std::string(capability) == "avx2" ? 0xFFFFFFFFu : 0x7FFFFFFFu));
+    CHECK(f32_bits_at(f16, "scale", 8) == (vectorized ? 0xFFFFFFFFu : 0x7FFFFFFFu));
     CHECK(f32_bits_at(f16, "scale", 6) == 0x7FC02000u);  // 0x7C01 widened by F16C: quieted, payload kept
     CHECK(compare_with_params(f16).conformant);
   }
@@ -401,8 +406,9 @@ TEST_CASE("issue 11 item 9: bf16 and f16 inputs of bitsandbytes' block-wise quan
 }
 
 TEST_CASE("issue 11 item 9: a bf16 parameter of bitsandbytes' CPU 8-bit Adam, copied back with torch's rounding") {
-  for (const char* capability : {"avx2", "default"}) {
-    const std::string name = std::string(capability) == "avx2" ? "adamw-tail.bf16" : "adamw-tail.bf16.cpu-default";
+  for (const char* capability : {"avx2", "avx512", "default"}) {
+    const std::string name = "adamw-tail.bf16" + capability_suffix(capability);
+    const bool vectorized = std::string(capability) != "default";
     for (int step : {1, 2}) {
       const std::string path = "bnb/bnb.adam8bit.cpu/" + name + ".step" + std::to_string(step) + ".safetensors";
       CAPTURE(path);
@@ -420,8 +426,8 @@ TEST_CASE("issue 11 item 9: a bf16 parameter of bitsandbytes' CPU 8-bit Adam, co
         continue;
       }
       // step 2's NaN gradient at element 9: the parameter's NaN as torch's copy writes it
-      CHECK(golden.require("param.next").bits_at(9) == (std::string(capability) == "avx2" ? 0xFFFFu : 0x7FC0u));
-      CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", std::string(capability) == "avx2" ? "default" : "avx2"}}).conformant);
+      CHECK(golden.require("param.next").bits_at(9) == (vectorized ? 0xFFFFu : 0x7FC0u));
+      CHECK_FALSE(compare_with_params(golden, {{"cpu_capability", vectorized ? "default" : "avx2"}}).conformant);
     }
   }
 }

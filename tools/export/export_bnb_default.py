@@ -121,6 +121,56 @@ def export_16bit(w: golden_io.Writer, variant: str, qmap: torch.Tensor, block: i
                   "(backends/default/ops.py: native library not loaded)", seed, kind)
 
 
+def nan_tail_inputs(length: int, tail: dict) -> torch.Tensor:
+    """Eight blocks of 64 of randn and a partial last block of `length` holding NaNs (tail index ->
+    bit pattern)."""
+    x = torch.randn(N + length, generator=torch.Generator().manual_seed(60 + length))
+    for k, b in tail.items():
+        x.view(torch.int32)[N + k] = b - (1 << 32) if b >= 1 << 31 else b
+    return x
+
+
+def export_nan_tails(w: golden_io.Writer, qmap: torch.Tensor):
+    """The partial last block's absmax is A_flat[full:].abs().max(), a reduction of the whole tail
+    (issue 30): of a one-element tail at AVX2 and AVX-512, |x| quieted, not the all-ones NaN of two
+    elements or more (here a negative signalling NaN); of a tail holding two NaNs at `default`, where
+    torch's scalar max keeps eight accumulators (element i in lane i mod 8) and the lowest lane's NaN
+    wins: 0x7FC00001 at tail index 5 (lane 5) and 0x7FC00002 at index 8 (lane 0), in a tail of 11.
+    Each is written where it differs from what was modelled before: the one-element tail at
+    `default` gave the bits already modelled, and AVX2's and AVX-512's two-NaN tail 0xFFFFFFFF."""
+    cases = [("nan-tail2", 11, {5: 0x7FC00001, 8: 0x7FC00002})] if CAPABILITY == "default" else \
+        [("nan-tail1", 1, {0: 0xFF800001})]
+    for kind, length, tail in cases:
+        x = nan_tail_inputs(length, tail)
+        codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=64)
+        dequant = dequantize(codes, state, f"dynamic {kind} block 64")
+        w.add("bnb", "bnb.blockwise8.dynamic", f"default.{kind}.block64{SUFFIX}",
+              {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+              {"block_size": 64, "backend": "default", "cpu_capability": CAPABILITY},
+              "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (backends/default/ops.py: "
+              "native library not loaded)", 60 + length,
+              f"randn [{x.numel()}]: 8 blocks of 64 and a tail of {length} holding NaNs "
+              + ", ".join(f"{b:#x} at tail index {k}" for k, b in tail.items()))
+
+
+def export_f16_lanes(w: golden_io.Writer, qmap: torch.Tensor):
+    """12 f16 values, blocks of 4, NaNs with payloads (issue 30): A.reshape(-1).float() converts f16
+    8 lanes wide at AVX-512 as at AVX2 (payload kept, 0x7E01 -> 0x7FC02000), the rest in the scalar
+    tail (0x7FFFFFFF); written at AVX-512, where the reference assumed 16 lanes."""
+    x = torch.linspace(-1.5, 2.0, 12).to(torch.float16)
+    nans = {1: 0x7E01, 6: 0xFE00, 9: 0x7C01}  # two in the 8-lane body, one in the scalar tail
+    for k, b in nans.items():
+        x.view(torch.int16)[k] = b - 0x10000 if b >= 0x8000 else b
+    codes, state = bnbF.quantize_blockwise(x, code=qmap, blocksize=4)
+    dequant = dequantize(codes, state, "dynamic f16 lanes block 4")
+    w.add("bnb", "bnb.blockwise8.dynamic", f"default.nan-payloads.n12.block4.f16{SUFFIX}",
+          {"input": x, "qmap": qmap, "codes": codes, "scale": state.absmax, "dequant": dequant},
+          {"block_size": 4, "backend": "default", "cpu_capability": CAPABILITY},
+          "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise on a f16 tensor "
+          "(backends/default/ops.py: native library not loaded)", 0,
+          "linspace(-1.5, 2, 12) in f16 with NaNs " + ", ".join(f"{b:#06x} at {k}" for k, b in nans.items()))
+
+
 def export_all(w: golden_io.Writer):
     assert isinstance(lib, ErrorHandlerMockBNBNativeLibrary), "bitsandbytes loaded its native library"
     print(f"dequantize_blockwise: {golden_io.compile_cache()}; each result equal bit for bit to the eager function's",
@@ -140,6 +190,9 @@ def export_all(w: golden_io.Writer):
                       "bitsandbytes.functional.quantize_blockwise / dequantize_blockwise (backends/default/ops.py: "
                       "native library not loaded)", seed, kind)
         export_16bit(w, variant, qmap, 64)
+    export_nan_tails(w, maps["dynamic"])
+    if CAPABILITY == "avx512":
+        export_f16_lanes(w, maps["dynamic"])
 
 
 if __name__ == "__main__":

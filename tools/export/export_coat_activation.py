@@ -37,6 +37,12 @@ SOURCE = (f"NVlabs/COAT {COAT_COMMIT}, triton {triton.__version__}, torch {torch
           "fp32->bf16 truncates)")
 
 
+# torch only makes the inputs (torch.randn draws other values under another capability; the
+# quantizers' arithmetic is the interpreter's numpy): the committed cases are AVX2's, and under
+# another capability the names take .cpu-<capability>, so that such a run never relabels them.
+SUFFIX = "" if torch.backends.cpu.get_cpu_capability() == "AVX2" else f".cpu-{torch.backends.cpu.get_cpu_capability().lower()}"
+
+
 def versions():
     return {"coat": SOURCE}
 
@@ -161,7 +167,7 @@ def export_all(w: golden_io.Writer, args):
         seed = 100 + i
         x = make_input(2 * qb, 4 * qb, qb, fp8, seed, dt)
         y, s = coat["_quantize"].fp8_quantize(x, qb, FP8[fp8][0], scale_dtype=SCALE[sd])
-        w.add("coat", "coat.act.pergroup", f"qb{qb}.{fp8}.{sd}scale.{str(dt)[6:]}",
+        w.add("coat", "coat.act.pergroup", f"qb{qb}.{fp8}.{sd}scale.{str(dt)[6:]}{SUFFIX}",
               {"input": x, "codes": y, "scale": s}, params_of(qb, fp8, sd),
               "coat.activation.real_quantization._quantize.fp8_quantize", seed, desc(x))
 
@@ -172,7 +178,7 @@ def export_all(w: golden_io.Writer, args):
         if i != 1:  # no Inf (it would make s = inf): a group max whose bf16 scale rounds down
             x[5, 7] = 447.9 * 3.3
         y, s_max, s_g = coat["_quantize_pertensor"].fp8_quantize_pertensor(x, 16, FP8[fp8][0])
-        w.add("coat", "coat.act.pertensor.groupscale", f"qb16.{fp8}.{m}x{n}",
+        w.add("coat", "coat.act.pertensor.groupscale", f"qb16.{fp8}.{m}x{n}{SUFFIX}",
               {"input": x, "codes": y, "scale": s_max.reshape(1), "group_scale": s_g}, params_of(16, fp8),
               "coat.activation.real_quantization._quantize_pertensor.fp8_quantize_pertensor", seed, desc(x))
 
@@ -182,7 +188,7 @@ def export_all(w: golden_io.Writer, args):
         seed = 300 + i
         x = make_input(m, n, qb, fp8, seed)
         (y, s), (yt, st) = coat["_quantize_transpose"].fp8_quantize_transpose(x, qb, FP8[fp8][0], scale_dtype=SCALE[sd])
-        w.add("coat", "coat.act.pergroup.transposed", f"qb{qb}.{fp8}.{sd}scale.{m}x{n}",
+        w.add("coat", "coat.act.pergroup.transposed", f"qb{qb}.{fp8}.{sd}scale.{m}x{n}{SUFFIX}",
               {"input": x, "codes": y, "scale": s, "codes_t": yt, "scale_t": st}, params_of(qb, fp8, sd),
               "coat.activation.real_quantization._quantize_transpose.fp8_quantize_transpose", seed, desc(x))
 
@@ -194,7 +200,7 @@ def export_all(w: golden_io.Writer, args):
         x = make_input(m, n, qb, fp8, seed, dt)
         x[m - 1, n - 1] = 1e30 if dt == torch.float32 else 1e30  # one huge element in the last block
         y, s = coat["_quantize_perblock"].fp8_quantize_perblock(x, qb, FP8[fp8][0], scale_dtype=SCALE[sd])
-        w.add("coat", "coat.act.perblock", f"qb{qb}.{fp8}.{sd}scale.{m}x{n}",
+        w.add("coat", "coat.act.perblock", f"qb{qb}.{fp8}.{sd}scale.{m}x{n}{SUFFIX}",
               {"input": x, "codes": y, "scale": s}, params_of(qb, fp8, sd),
               "coat.activation.real_quantization._quantize_perblock.fp8_quantize_perblock", seed, desc(x))
 

@@ -145,6 +145,17 @@ def symm_nan_input(m, n):
     return x
 
 
+def symm_nan_input_1x1(m, n):
+    """An M x N tensor (4 x 5) for 1 x 1 tiles, where Q * scale is an element-wise product of two
+    tensors of the same shape: every NaN of NAN_PAYLOADS, seven among the first 16 elements and the
+    last four on elements 16-19, which torch's element-wise loop multiplies in another operand order
+    than the elements before them (AVX2 and AVX-512: 16 in vectors, then a group of four)."""
+    x = (torch.arange(m * n, dtype=torch.float32) % 13 - 6) / 8
+    at = [0, 2, 4, 6, 8, 10, 12] + list(range(m * n - 4, m * n))
+    x[at] = torch.from_numpy(f32(NAN_PAYLOADS))
+    return x.reshape(m, n)
+
+
 def symm_input(m, n, rb, cb, fp8, seed, specials=True):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(m, n, generator=g) * torch.exp2(torch.randint(-10, 10, (m, 1), generator=g).float())
@@ -190,10 +201,13 @@ def export_all(w: golden_io.Writer, args):
 
     # SymmQuantizer with NaN payloads: the scale's NaN (torch amax) against each element's own NaN
     # (blocks of 1 x 16: one chunk of torch's multiply loop each; 4 x 5: 16 and a rest of 4, where
-    # the loop's lanes order the two NaNs of Q * scale differently: docs/formats/coat-fake.md)
-    for fp8, mm, n, rb, cb in (("e4m3", 12, 32, 1, 16), ("e5m2", 12, 32, 1, 16), ("e4m3", 12, 20, 4, 5)):
+    # the loop's lanes order the two NaNs of Q * scale differently: docs/formats/coat-fake.md; 1 x 1:
+    # Q and scale have the same shape, so torch runs its element-wise loop, not the broadcast one:
+    # symm_nan_input_1x1, issue 30)
+    for fp8, mm, n, rb, cb in (("e4m3", 12, 32, 1, 16), ("e5m2", 12, 32, 1, 16), ("e4m3", 12, 20, 4, 5),
+                               ("e4m3", 4, 5, 1, 1)):
         eps = 1e-8
-        x = symm_nan_input(mm, n)
+        x = symm_nan_input(mm, n) if rb * cb > 1 else symm_nan_input_1x1(mm, n)
         blocks = qf.block_cut(x, rb, cb)
         rq, q, s = qf.SymmQuantizer.forward(None, blocks, True, FP8[fp8][2], False, eps)
         w.add("coat", "coat.fake.symm", f"{fp8}.{mm}x{n}.b{rb}x{cb}.nan-payloads{SUFFIX}",
@@ -202,7 +216,8 @@ def export_all(w: golden_io.Writer, args):
               {"fp8": fp8, "model": "interpreter", "row_block": rb, "col_block": cb, "epsilon": eps,
                "cpu_capability": CAPABILITY.lower()},
               "coat.activation.fake_quantization.quantize_function.SymmQuantizer.forward (block_cut, block_reshape)", 0,
-              f"(k mod 13 - 6) / 8 with one NaN per row ({', '.join(hex(b) for b in NAN_PAYLOADS)}); float32 [{mm}, {n}], "
+              f"(k mod 13 - 6) / 8 with {'one NaN per row' if rb * cb > 1 else 'NaNs at 0-12 (even) and the last four'} "
+              f"({', '.join(hex(b) for b in NAN_PAYLOADS)}); float32 [{mm}, {n}], "
               f"blocks {rb}x{cb}, epsilon {eps}")
 
     if SUFFIX:

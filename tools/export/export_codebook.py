@@ -253,16 +253,71 @@ def export_nan_payloads_fp8(w: golden_io.Writer, x: torch.Tensor, block: int):
           "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", 31, "nan-payloads")
 
 
+def export_fp8_block1(w: golden_io.Writer):
+    """torchao.fp8 with block_size 1 (issue 30): codes.float() * scale multiplies two tensors of the
+    same shape, so torch runs its element-wise loop (vectorized body, scalar rest), not the broadcast
+    loop of larger blocks, and a NaN code meets a NaN scale in that loop's operand order. 37 blocks:
+    five of NaN 0xFFC00001 first, then randn with NaNs of other signs and payloads spread over the
+    loop's vector body and its rest (32 + 5 at AVX2 and AVX-512), at every capability."""
+    n, block = 37, 1
+    x = torch.randn(n, generator=torch.Generator().manual_seed(41))
+    nans = {0: 0xFFC00001, 1: 0xFFC00001, 2: 0xFFC00001, 3: 0xFFC00001, 4: 0xFFC00001, 9: 0x7FC00001,
+            14: 0xFFFFFFFF, 20: 0x7F800001, 27: 0xFF800001, 31: 0x7FC00000, 32: 0xFFC00001, 33: 0x7FFFFFFF,
+            35: 0xFFC00000, 36: 0x7FC00002}
+    bits = torch.from_numpy(np.array(list(nans.values()), dtype=np.uint32).view(np.float32))
+    x[list(nans)] = bits
+    assert all(int(v) & 0xFFFFFFFF == b for v, b in zip(x.view(torch.int32)[list(nans)].tolist(), nans.values()))
+    codes, scale = quantize_fp8(x, block)
+    state = OptimStateFp8.zeros(n, block)
+    state.copy_(x)
+    assert torch.equal(state.codes.view(torch.uint8), codes.view(torch.uint8))
+    params = {"block_size": block, **golden_io.fp8_rules(n), **({"cpu_capability": CAPABILITY} if SUFFIX else {})}
+    w.add("torchao", "torchao.fp8", f"nan-payloads.block1{SUFFIX}",
+          {"input": x, "codes": codes, "scale": scale, "dequant": state.dequantize()}, params,
+          "torchao.optim.subclass_fp8.quantize_fp8; OptimStateFp8.dequantize", 41,
+          f"randn [{n}] with NaNs {', '.join(f'{b:#x} at {k}' for k, b in nans.items())}")
+
+
+def export_codebook4_odd_blocks(w: golden_io.Writer, maps: dict):
+    """torchao's 4-bit state with odd block sizes (issue 30): OptimState4bit packs element pairs of
+    the flattened tensor, so with an odd block size a byte holds the last element of one block and
+    the first of the next; the scales stay per block. Block counts even, so the element count is."""
+    for signed in (True, False):
+        qmap = maps["signed4" if signed else "unsigned4"]
+        fmt = f"torchao.codebook4.{'signed' if signed else 'unsigned'}"
+        for block, blocks in ((5, 10), (33, 6)):
+            n = block * blocks
+            for seed, kind in ((51, "normal"), (52, "boundaries")):
+                x = make_inputs(kind, block, seed, qmap)[:n].clone()
+                if not signed and kind != "boundaries":
+                    x = x.abs()
+                y, scale = quant_utils.scale_tensor(x, block)
+                codes = quant_utils.quantize_4bit_with_qmap(y, qmap)
+                dequant = quant_utils.dequant_with_qmap(codes, qmap, scale)
+                state = OptimState4bit.zeros(n, signed, block)
+                state.copy_(x)
+                assert torch.equal(torch.stack([state.codes >> 4, state.codes & 15], -1).view(-1), codes), fmt
+                assert torch.equal(state.scale.view(torch.int32), scale.view(torch.int32)), fmt
+                w.add("torchao", fmt, f"{kind}.block{block}.n{n}",
+                      {"input": x, "qmap": qmap, "codes": codes, "scale": scale, "dequant": dequant,
+                       "codes_packed": state.codes.clone()}, {"block_size": block},
+                      "torchao.optim.quant_utils.scale_tensor + quantize_4bit_with_qmap + dequant_with_qmap; "
+                      "OptimState4bit.copy_ (odd block size: packed pairs cross blocks)", seed, f"{kind}, first {n}")
+
+
 def export_all(w: golden_io.Writer):
     torchao_maps, bnb_maps = export_tables(w)
     if SUFFIX:
         export_torchao_fp8(w)
         export_nan_payloads(w, torchao_maps)
+        export_fp8_block1(w)
         return
     export_torchao_codebook(w, torchao_maps)
     export_torchao_fp8(w)
     export_bnb_blockwise(w, bnb_maps)
     export_nan_payloads(w, torchao_maps)
+    export_fp8_block1(w)
+    export_codebook4_odd_blocks(w, torchao_maps)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,9 @@ def export(w: golden_io.Writer):
         extra, tag = {"cpu_capability": CAPABILITY}, f".cpu-{CAPABILITY}"
         export_steps(w, "torchao.adam.codebook8", "adamw" + tag, OptimState8bit, 256, N, 2, 11, wd=1e-2, extra_params=extra)
         export_steps(w, "torchao.adam.dense", "n512" + tag, None, 0, 512, 2, 17, wd=1e-2, extra_params=extra)
+        if CAPABILITY == "default":  # p.copy_ of a NaN into bf16: c10's scalar conversion, 0x7FC0 (issue 30)
+            export_steps(w, "torchao.adam.codebook8", "bf16-nan-grad" + tag, OptimState8bit, 256, N, 2, 21, wd=1e-2,
+                         dtype=torch.bfloat16, nan_grad=True, extra_params=extra)
         return
     settings = [  # (name, adamw, weight decay, lr, seed)
         ("adamw", True, 1e-2, 1e-3, 11),

@@ -177,6 +177,12 @@ def run(description: str, versions: dict, generator: str, export, add_arguments=
     return finish(w, args.out, args.diff_against)
 
 
+def metadata_of(data: bytes) -> dict:
+    """The `__metadata__` strings of safetensors bytes."""
+    n = int.from_bytes(data[:8], "little")
+    return json.loads(data[8:8 + n]).get("__metadata__", {})
+
+
 def finish(w: Writer, out: Path, diff_against: Path | None) -> int:
     if diff_against:
         manifest = json.loads((diff_against / "MANIFEST.json").read_text())
@@ -190,11 +196,15 @@ def finish(w: Writer, out: Path, diff_against: Path | None) -> int:
                 continue
             if old["sha256"] == entry["sha256"]:
                 continue
-            before = dict(safetensors.deserialize((diff_against / rel).read_bytes()))
+            old_bytes = (diff_against / rel).read_bytes()
+            before = dict(safetensors.deserialize(old_bytes))
             after = dict(safetensors.deserialize(data))
             tensors = [k for k in sorted(set(before) | set(after))
-                       if k not in before or k not in after or bytes(before[k]["data"]) != bytes(after[k]["data"])]
-            print(f"changed   {rel}: tensors {', '.join(tensors) or '(metadata only)'}; "
+                       if k not in before or k not in after or before[k]["dtype"] != after[k]["dtype"]
+                       or before[k]["shape"] != after[k]["shape"] or bytes(before[k]["data"]) != bytes(after[k]["data"])]
+            meta_before, meta_after = metadata_of(old_bytes), metadata_of(data)
+            keys = [k for k in sorted(set(meta_before) | set(meta_after)) if meta_before.get(k) != meta_after.get(k)]
+            print(f"changed   {rel}: tensors {', '.join(tensors) or '(none)'}; metadata {', '.join(keys) or '(none)'}; "
                   f"was {old['source']}, now {entry['source']}")
             changed += 1
         print(f"{changed} of {len(w.entries)} cases differ from {diff_against}")
