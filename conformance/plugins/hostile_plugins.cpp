@@ -128,7 +128,7 @@ extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_v1(void) {
   static lowbit_plugin plugin{};
   if (kernels.empty()) {
     for (int i = 0; i < 1024; ++i) {
-      char head[16];
+      char head[32];
       std::snprintf(head, sizeof head, "kernel-%04d-", i);
       names.push_back(std::string(head) + std::string(200 - std::strlen(head), 'x'));
     }
