@@ -661,7 +661,7 @@ Subcommand add_audit_command(CLI::App& parent) {
   add_whole_option(*cmd, "--check-elements", o->check_elements, std::uint64_t{1}, kMaxCheckElements,
                    "--kernel: an input of at most this many elements is checked whole, a larger one on its first and last\n"
                    "blocks, this many elements together");
-  cmd->add_option("--timeout", o->timeout, "--kernel: seconds a kernel may take per configuration")->capture_default_str();
+  add_real_option(*cmd, "--timeout", o->timeout, kMinKernelTimeout, kMaxKernelTimeout, "--kernel: seconds a kernel may take per configuration");
   add_kernel_memory_option(*cmd, o->kernel_memory);
   add_whole_option(*cmd, "--steps", o->steps, 1, kMaxTrajectorySteps, "--trajectory: optimizer steps");
   add_real_option(*cmd, "--lr", o->lr, 0.0, 1e6, "--trajectory: learning rate");

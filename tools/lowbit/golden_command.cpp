@@ -396,8 +396,8 @@ Subcommand add_golden_command(CLI::App& parent) {
   add_whole_option(*gen, "--check-elements", g->check_elements, std::uint64_t{1}, kMaxCheckElements,
                    "--kernel: a case of at most this many elements is checked whole; a larger one on its first and last\n"
                    "blocks, this many elements together (a format that cannot be cut into blocks: whole)");
-  gen->add_option("--timeout", g->timeout, "--kernel: seconds the kernel may take per case before it is killed")
-      ->capture_default_str();
+  add_real_option(*gen, "--timeout", g->timeout, kMinKernelTimeout, kMaxKernelTimeout,
+                  "--kernel: seconds the kernel may take per case before it is killed");
   add_kernel_memory_option(*gen, g->kernel_memory);
 
   CLI::App* check = golden->add_subcommand("check", "Verify every file listed in a golden MANIFEST.json (size and sha256)");

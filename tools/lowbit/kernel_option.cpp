@@ -119,8 +119,8 @@ std::string library_identity(const std::string& library) {
 }
 
 void check_kernel_timeout(double seconds) {
-  if (!(seconds > 0 && seconds <= 86400))  // also false for NaN
-    throw UsageError("--timeout must be a finite number of seconds in (0, 86400], not " + fmt::format("{}", seconds));
+  if (!(seconds >= kMinKernelTimeout && seconds <= kMaxKernelTimeout))  // also false for NaN
+    throw UsageError(fmt::format("--timeout must be a finite number in {}..{} (got {})", kMinKernelTimeout, kMaxKernelTimeout, seconds));
 }
 
 std::uint64_t kernel_memory_bytes(const std::string& text) {

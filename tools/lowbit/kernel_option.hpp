@@ -13,8 +13,10 @@
 
 namespace lowbit::cli {
 
-// --timeout: a finite number of seconds in (0, 86400]; UsageError naming the option otherwise (nan,
-// inf, 0 and negative times would leave a kernel unbounded or refuse every case).
+// --timeout: a finite number of seconds from a millisecond to a day, read by the one number parser
+// (number_option.hpp: nan, inf, 0 and negative times would leave a kernel unbounded or refuse every
+// case); check_kernel_timeout checks the value again, UsageError naming the option.
+inline constexpr double kMinKernelTimeout = 1e-3, kMaxKernelTimeout = 86400;
 void check_kernel_timeout(double seconds);
 
 // --kernel-memory (kernel_sandbox.hpp): bytes as a whole number with an optional binary unit K, M, G

@@ -225,7 +225,7 @@ Subcommand add_verify_command(CLI::App& parent) {
                   "distributions (optimizers: a parameter and moments drawn for --steps steps)");
   add_whole_option(*cmd, "--steps", o->steps, 1, 1000, "Optimizer formats: steps per input");
   cmd->add_option("--policy", o->policy, "Tolerance policy (default: the format's)");
-  cmd->add_option("--timeout", o->timeout, "Seconds the kernel may take per case before it is killed")->capture_default_str();
+  add_real_option(*cmd, "--timeout", o->timeout, kMinKernelTimeout, kMaxKernelTimeout, "Seconds the kernel may take per case before it is killed");
   add_kernel_memory_option(*cmd, o->kernel_memory);
   cmd->add_option("--golden", o->golden, "Golden folder whose cases of the format the kernel also runs")->capture_default_str();
   cmd->add_flag("--no-golden", o->no_golden, "Skip the golden cases");
