@@ -4,13 +4,17 @@
 # executions) and the pipeline behind it on well-formed cases (conformance/fuzz_seeds_pipeline/,
 # default 6 000 executions each): inspect's dequantizers, compare with its explainers and reports,
 # conform's reference run. The pipeline seeds are first checked to decode to complete, conformant
-# cases. One line per target: "fuzz-smoke: TARGET: ok (...)" or "fuzz-smoke: TARGET: FAILED"; exits
-# non-zero when any failed. Crash inputs go to build/fuzz/artifacts/.
-# Usage: fuzz-smoke.sh [READER_RUNS [PIPELINE_RUNS]]
+# cases. Then fuzz_dcp, the Python package's DCP-folder reader on mutated checkpoint folders
+# (python/tests/fuzz_dcp.py, a seeded mutation loop from python/tests/fuzz_seeds_dcp/; default 500
+# executions; torch's stages too where .venv has torch), in .venv (scripts/setup-python.sh builds it
+# when it lacks lowbit). One line per target: "fuzz-smoke: TARGET: ok (...)" or "fuzz-smoke: TARGET:
+# FAILED"; exits non-zero when any failed. Crash inputs go to build/fuzz/artifacts/.
+# Usage: fuzz-smoke.sh [READER_RUNS [PIPELINE_RUNS [DCP_RUNS]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reader_runs="${1:-100000}"
 pipeline_runs="${2:-6000}"
+dcp_runs="${3:-500}"
 bash scripts/build.sh fuzz
 bin=build/fuzz/conformance
 mkdir -p build/fuzz/artifacts
@@ -48,4 +52,16 @@ for target in fuzz_inspect fuzz_compare fuzz_conform; do
   ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0 \
     run_target "$target" conformance/fuzz_seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
 done
+
+.venv/bin/python -c "import lowbit" 2>/dev/null || bash scripts/setup-python.sh
+start=$SECONDS
+if .venv/bin/python python/tests/fuzz_dcp.py --runs "$dcp_runs" --seed 1 --artifacts build/fuzz/artifacts/fuzz_dcp \
+     > build/fuzz/fuzz_dcp.log 2>&1; then
+  tail -n 1 build/fuzz/fuzz_dcp.log
+  echo "fuzz-smoke: fuzz_dcp: ok ($dcp_runs runs, $((SECONDS - start)) s)"
+else
+  tail -n 80 build/fuzz/fuzz_dcp.log
+  echo "fuzz-smoke: fuzz_dcp: FAILED (log build/fuzz/fuzz_dcp.log)"
+  failed=1
+fi
 exit "$failed"

@@ -2,7 +2,7 @@
 # Every test: set up, build, run all CTest suites including the slow exhaustive float32 sweeps;
 # then the fast suites again under AddressSanitizer + UndefinedBehaviorSanitizer, and a fuzz smoke
 # run (clang + libFuzzer): the case reader (100 000 executions) and the pipeline fuzzers (inspect,
-# compare, conform; scripts/fuzz-smoke.sh); between them the Python package (docs/python.md): built
+# compare, conform), and the Python DCP-folder reader's mutation loop (scripts/fuzz-smoke.sh); between them the Python package (docs/python.md): built
 # into .venv by scripts/setup-python.sh, its pytest suite run. Ends with one line: "test-all: N passed,
 # N failed" (CTest tests of both runs, the pytest tests, each fuzz target and the seed check), or the
 # stage that failed.

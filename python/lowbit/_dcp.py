@@ -17,6 +17,7 @@ import errno
 import io
 import os
 import pickle
+import reprlib
 import stat
 from dataclasses import dataclass
 
@@ -35,6 +36,19 @@ _DTYPES = frozenset(
     "qint8 quint2x4 quint4x2 quint8 short uint1 uint16 uint2 uint3 uint32 uint4 uint5 uint6 uint64 uint7 uint8".split())
 _LAYOUTS = frozenset("torch." + n for n in "_mkldnn jagged sparse_bsc sparse_bsr sparse_coo sparse_csc sparse_csr "
                                            "strided".split())
+
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 120
+_REPR.maxlevel = 3
+
+
+def _short(value) -> str:
+    """A bounded repr for messages: a pickle's shared references can make a plain repr exponential."""
+    try:
+        return _REPR.repr(value)
+    except Exception:
+        return f"<a {type(value).__name__}>"
 
 
 class _Record:
@@ -75,7 +89,7 @@ class _Frozen:
     __slots__ = ()
 
     def __setattr__(self, name, value):
-        raise CaseError(f"the pickle sets {name!r:.40} on {self!r:.60}")
+        raise CaseError(f"the pickle sets {_short(name)} on {_short(self)}")
 
 
 class _Inert(_Frozen):
@@ -105,7 +119,7 @@ class _Call(_Frozen):
 
 def _ints(what, values):
     if not isinstance(values, (tuple, list)) or not all(type(v) is int for v in values):
-        raise CaseError(f"{what} of {type(values).__name__} {values!r:.80}; DCP writes a sequence of ints")
+        raise CaseError(f"{what} of {type(values).__name__} {_short(values)}; DCP writes a sequence of ints")
     return tuple(values)
 
 
@@ -115,13 +129,13 @@ def _size(values=()):  # torch.Size(tuple) -> the tuple
 
 def _mem_format(value):  # metadata.py's _MEM_FORMAT_ENCODING(value)
     if type(value) is not int or value not in (0, 1, 2):
-        raise CaseError(f"_MEM_FORMAT_ENCODING({value!r:.40}); DCP writes 0, 1 or 2")
+        raise CaseError(f"_MEM_FORMAT_ENCODING({_short(value)}); DCP writes 0, 1 or 2")
     return value
 
 
 def _layout(name):  # torch.serialization._get_layout("torch.strided")
     if name not in _LAYOUTS:
-        raise CaseError(f"torch.serialization._get_layout({name!r:.60}): not a torch layout")
+        raise CaseError(f"torch.serialization._get_layout({_short(name)}): not a torch layout")
     return _Inert(name)
 
 
@@ -137,7 +151,27 @@ _FUNCTIONS = {("torch", "Size"): _size, (_DCP, "_MEM_FORMAT_ENCODING"): _mem_for
               ("pathlib", "PureWindowsPath"): _path}
 
 
-class _MetadataUnpickler(pickle.Unpickler):
+class _ExactBytes(io.BytesIO):
+    """The pickle's bytes for the pure-Python unpickler, which takes a short read for the whole (a
+    string whose length runs past the end would come back cut): a short read is an error here."""
+
+    def read(self, n=-1):
+        data = super().read(n)
+        if n is not None and n >= 0 and len(data) != n:
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return data
+
+    def readline(self, size=-1):
+        line = super().readline(size)
+        if not line.endswith(b"\n"):
+            raise pickle.UnpicklingError("pickle data was truncated")
+        return line
+
+
+# pickle's pure-Python unpickler, not the C one: the C one sizes its memo by the largest index a PUT
+# opcode names, so a 12-byte pickle (PUT 2^27) makes it allocate and clear 2 GB (measured), 2^32-1
+# about 64 GB; the Python one keeps its memo in a dict.
+class _MetadataUnpickler(pickle._Unpickler):
     def __init__(self, file, origin):
         super().__init__(file)
         self.origin = origin
@@ -186,7 +220,7 @@ def _field(obj, kind, name, origin, default=KeyError):
 
 def _count(value, what, origin):
     if type(value) is not int or value < 0:
-        raise CaseError(f"{origin}: {what} {value!r:.40} is not a non-negative integer")
+        raise CaseError(f"{origin}: {what} {_short(value)} is not a non-negative integer")
     return value
 
 
@@ -200,7 +234,7 @@ def items(metadata, origin) -> list:
         fqn = _field(index, "MetadataIndex", "fqn", origin)
         if not isinstance(fqn, str):
             raise CaseError(f"{origin}: an item named by a {type(fqn).__name__}, not a string")
-        where = f"{origin}: item {fqn!r}"
+        where = f"{origin}: item {_short(fqn)}"
         chunk = _field(index, "MetadataIndex", "offset", where, None)
         chunk = None if chunk is None else _ints(f"{where}: offset", tuple(chunk) if type(chunk).__name__ == "Size"
                                                  else chunk)
@@ -209,7 +243,7 @@ def items(metadata, origin) -> list:
             raise CaseError(f"{where}: relative_path is a {type(path).__name__}, not a string")
         transforms = _field(info, "_StorageInfo", "transform_descriptors", where, None)
         if transforms:
-            raise CaseError(f"{where}: stored with transforms {transforms!r:.80}; lowbit reads plain DCP items only")
+            raise CaseError(f"{where}: stored with transforms {_short(transforms)}; lowbit reads plain DCP items only")
         offset = _count(_field(info, "_StorageInfo", "offset", where), "offset", where)
         length = _count(_field(info, "_StorageInfo", "length", where), "length", where)
         out.append(Item(fqn, chunk, path, offset, length))
@@ -221,10 +255,10 @@ def _open_inside(folder_fd, relative, origin):
     empty, '.' or '..' component, no symbolic link anywhere (O_NOFOLLOW on each component, opened from
     the one before), so that nothing outside the folder is ever opened."""
     if not isinstance(relative, str) or not relative or "\0" in relative:
-        raise CaseError(f"{origin}: path {relative!r:.80} is empty or not a file name")
+        raise CaseError(f"{origin}: path {_short(relative)} is empty or not a file name")
     parts = relative.split("/")
     if relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise CaseError(f"{origin}: path {relative!r:.200} leaves the folder or is not a plain relative path "
+        raise CaseError(f"{origin}: path {_short(relative)} leaves the folder or is not a plain relative path "
                         f"(lowbit reads only files inside the checkpoint folder)")
     fd = os.dup(folder_fd)
     try:
@@ -235,11 +269,11 @@ def _open_inside(folder_fd, relative, origin):
                 nxt = os.open(part, flags, dir_fd=fd)
             except OSError as e:
                 why = "a symbolic link" if e.errno in (errno.ELOOP, errno.ENOTDIR) and _is_link(part, fd) else e.strerror
-                raise CaseError(f"{origin}: cannot open {relative!r:.200} inside the folder ({why})") from None
+                raise CaseError(f"{origin}: cannot open {_short(relative)} inside the folder ({why})") from None
             os.close(fd)
             fd = nxt
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise CaseError(f"{origin}: {relative!r:.200} is not a regular file")
+            raise CaseError(f"{origin}: {_short(relative)} is not a regular file")
         return fd
     except BaseException:
         os.close(fd)
@@ -305,7 +339,7 @@ class Folder:
 
             return pickle.loads(data)  # what torch's FileSystemReader.read_metadata does
         try:
-            return _MetadataUnpickler(io.BytesIO(data), origin).load()
+            return _MetadataUnpickler(_ExactBytes(data), origin).load()
         except CaseError as e:  # a stand-in's refusal does not know the file
             raise CaseError(str(e) if str(e).startswith(origin) else f"{origin}: {e}") from None
         except RecursionError:
@@ -322,7 +356,7 @@ class Folder:
         fds, out = {}, []
         try:
             for it in item_list:
-                origin = f"{self.path}: item {it.fqn!r}"
+                origin = f"{self.path}: item {_short(it.fqn)}"
                 if it.relative_path not in fds:
                     fds[it.relative_path] = _open_inside(self.fd, it.relative_path, origin)
                 fd = fds[it.relative_path]

@@ -46,22 +46,40 @@ def _flat(case: Case, name: str, array, dtype):
     case.dtypes[name] = dtype
 
 
+_MISSING = object()
+
+
+def _attr(s, name: str, key: str):
+    """A torchao state's attribute; one a file's object lacks (torch.load rebuilds what the pickle
+    says) is a CaseError naming the state."""
+    v = getattr(s, name, _MISSING)
+    if v is _MISSING:
+        raise CaseError(f"{key}: a {type(s).__name__} without {name}")
+    return v
+
+
 def _torchao_state(key: str, s) -> QuantizedState:
     cls = type(s).__name__
     shape = tuple(int(e) for e in s.shape)
     n = int(np.prod(shape)) if shape else 1
-    codes, codes_dtype = _numpy(key + ".codes", s.codes)
-    scale, scale_dtype = _numpy(key + ".scale", s.scale)
+    block_size = _attr(s, "block_size", key)
+    if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
+        raise CaseError(f"{key}: a {cls} of block_size {_dcp._short(block_size)}")
+    codes, codes_dtype = _numpy(key + ".codes", _attr(s, "codes", key))
+    scale, scale_dtype = _numpy(key + ".scale", _attr(s, "scale", key))
     case = Case(origin=key)
     stored = {"codes": (codes, codes_dtype), "scale": (scale, scale_dtype)}
     if cls == "OptimStateFp8":
         fmt = "torchao.fp8"
         _flat(case, "codes", codes, codes_dtype)
     else:
-        qmap, qmap_dtype = _numpy(key + ".qmap", s.qmap)
+        qmap, qmap_dtype = _numpy(key + ".qmap", _attr(s, "qmap", key))
         stored["qmap"] = (qmap, qmap_dtype)
         bits = 8 if cls == "OptimState8bit" else 4
-        fmt = f"torchao.codebook{bits}.{'signed' if s.signed else 'unsigned'}"
+        signed = _attr(s, "signed", key)
+        if not isinstance(signed, bool):
+            raise CaseError(f"{key}: a {cls} whose signed is {_dcp._short(signed)}")
+        fmt = f"torchao.codebook{bits}.{'signed' if signed else 'unsigned'}"
         if bits == 4:  # stored two a byte, first element high: the dequantizer reads one code an element
             packed = np.ascontiguousarray(codes).reshape(-1)
             _flat(case, "codes", _core.unpack_nibbles(packed, n), "U8")
@@ -70,7 +88,7 @@ def _torchao_state(key: str, s) -> QuantizedState:
             _flat(case, "codes", codes, codes_dtype)
         _flat(case, "qmap", qmap, qmap_dtype)
     _flat(case, "scale", scale, scale_dtype)
-    case.metadata = {"format": fmt, "params": json.dumps({"block_size": int(s.block_size)}),
+    case.metadata = {"format": fmt, "params": json.dumps({"block_size": block_size}),
                      "source": f"torchao {cls} ({key})"}
     return QuantizedState(key, "torchao", fmt, shape, case, stored)
 
@@ -161,9 +179,9 @@ def _read_dcp(path, weights_only=True) -> dict:
                                 f"single-process checkpoints")
             seen.add(it.fqn)
             if it.fqn.count(".") >= MAX_KEY_DEPTH:
-                raise CaseError(f"{path}: item {it.fqn[:80]!r}... has more than {MAX_KEY_DEPTH} dotted parts")
+                raise CaseError(f"{path}: item {_dcp._short(it.fqn)} has more than {MAX_KEY_DEPTH} dotted parts")
         stored = folder.read(items)
-    flat = {it.fqn: _torch_load(io.BytesIO(data), weights_only, f"{path}: item {it.fqn!r}") for it, data in stored}
+    flat = {it.fqn: _torch_load(io.BytesIO(data), weights_only, f"{path}: item {_dcp._short(it.fqn)}") for it, data in stored}
     # nested again by the dots of DCP's names, so that a state's parts (bitsandbytes' state1, absmax1,
     # qmap1) meet in one dict and keys read as in memory
     nested = {}
@@ -200,7 +218,13 @@ def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_o
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
     found, plain = [], []
-    _walk(load_state(state_dict, weights_only), "", found, plain, bnb_block_size)
+    state = load_state(state_dict, weights_only)
+    try:
+        _walk(state, "", found, plain, bnb_block_size)
+    except TypeError as e:  # an object of a file where a tensor belongs: the file's fault, not the caller's
+        if state is state_dict:
+            raise
+        raise CaseError(f"{os.fspath(state_dict)}: {e}") from None
     return sorted(found, key=lambda s: s.key)
 
 

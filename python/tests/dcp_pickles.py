@@ -30,7 +30,10 @@ class Call:  # module.name(*args) (REDUCE)
     args: tuple
 
 
-def _emit(v, out):
+def _emit(v, out, memo):
+    if isinstance(v, (list, dict, Obj, Call)) and id(v) in memo:  # a shared reference: pickle's memo
+        out += b"j" + struct.pack("<I", memo[id(v)][0])
+        return
     if v is None:
         out += b"N"
     elif v is True or v is False:
@@ -51,37 +54,48 @@ def _emit(v, out):
     elif isinstance(v, tuple):
         out += b"("
         for e in v:
-            _emit(e, out)
+            _emit(e, out, memo)
         out += b"t"
     elif isinstance(v, list):
-        out += b"]("
+        out += b"]"
+        _put(v, out, memo)
+        out += b"("
         for e in v:
-            _emit(e, out)
+            _emit(e, out, memo)
         out += b"e"
     elif isinstance(v, dict):
-        out += b"}("
+        out += b"}"
+        _put(v, out, memo)
+        out += b"("
         for k, e in v.items():
-            _emit(k, out)
-            _emit(e, out)
+            _emit(k, out, memo)
+            _emit(e, out, memo)
         out += b"u"
     elif isinstance(v, Global):
         out += b"c" + v.module.encode() + b"\n" + v.name.encode() + b"\n"
     elif isinstance(v, Obj):
-        _emit(Global(v.module, v.name), out)
+        _emit(Global(v.module, v.name), out, memo)
         out += b")\x81"
-        _emit(v.state, out)
+        _put(v, out, memo)
+        _emit(v.state, out, memo)
         out += b"b"
     elif isinstance(v, Call):
-        _emit(Global(v.module, v.name), out)
-        _emit(tuple(v.args), out)
+        _emit(Global(v.module, v.name), out, memo)
+        _emit(tuple(v.args), out, memo)
         out += b"R"
+        _put(v, out, memo)
     else:
         raise TypeError(type(v).__name__)
 
 
+def _put(v, out, memo):
+    memo[id(v)] = (len(memo), v)  # v kept alive: its id stays its own
+    out += b"r" + struct.pack("<I", memo[id(v)][0])
+
+
 def dumps(tree) -> bytes:
     out = bytearray(b"\x80\x02")
-    _emit(tree, out)
+    _emit(tree, out, {})
     return bytes(out + b".")
 
 

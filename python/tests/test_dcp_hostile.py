@@ -138,6 +138,18 @@ def test_build_cannot_change_lowbit_for_later_reads(tmp_path):
         assert [(i.fqn, i.chunk_offset, i.offset, i.length) for i in f.items()] == [("lr", None, 0, 4), ("x", (0, 0), 4, 0)]
 
 
+def test_a_huge_memo_index_allocates_nothing(tmp_path):
+    # pickle's C unpickler sizes its memo by the index a PUT names: PUT 2^31-1 would allocate and clear
+    # 32 GB (2^27 took 2 GB and 3.9 s when measured); lowbit's unpickler keeps a dict
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    folder = folder_with(tmp_path, b"\x80\x02N" + b"r" + (2**31 - 1).to_bytes(4, "little") + b".")
+    with pytest.raises(lowbit.CaseError, match="a NoneType where DCP writes a Metadata"):
+        lowbit.quantized_states(folder)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB: under 100 MiB
+
+
 def test_malformed_pickles_are_case_errors(tmp_path):
     good = dumps(metadata([("lr", "a", 0, 4, None)]))
     for i, data in enumerate([b"", b"\x80\x02", good[:len(good) // 2], b"\x80\x05\x95" + b"\xff" * 8, b"(" * 100000 + b"."]):
