@@ -92,24 +92,6 @@ ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, c
   };
 }
 
-// bitsandbytes' state initialization: codes 0 and absmax 0 for both states, one absmax per 256
-// elements (partial tail); "step" is the step the update uses, 1 for the first.
-Case bnb_fresh_state(std::span<const float> param) {
-  const std::size_t n = param.size(), blocks = (n + 255) / 256;
-  Case c;
-  c.add(Tensor::from_f32("param", flat(n), param));
-  c.add(Tensor::from_f32("grad", flat(n), std::vector<float>(n, 0.0f)));
-  c.add(Tensor::from_i64("step", {}, std::vector<std::int64_t>{1}));
-  const std::vector<std::uint8_t> zeros(n, 0);
-  for (const std::string name : {"exp_avg", "exp_avg_sq"}) {
-    c.add(Tensor::from_bytes(name + ".codes", DType::U8, flat(n), zeros));
-    c.add(Tensor::from_f32(name + ".scale", flat(blocks), std::vector<float>(blocks, 0.0f)));
-    const std::vector<float> qmap = name == "exp_avg" ? codebook::signed8() : codebook::unsigned8();
-    c.add(Tensor::from_f32(name + ".qmap", flat(256), qmap));
-  }
-  return c;
-}
-
 // Each state's codes lie in blocks of `block` (the last one partial), quantized with the block's entry
 // of the state's own absmax ("scale"), before the step and after it (".next").
 FormatSpec bnb_adam_format(const std::string& name, const Extent& block) {
@@ -130,7 +112,9 @@ FormatSpec bnb_adam_format(const std::string& name, const Extent& block) {
     }
     f.inputs.push_back({qmap, {.dtypes = {DType::F32}, .shape = table_of(256)}});
   }
-  f.fresh_state = [](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param); };
+  f.fresh_state = [](std::span<const float> param, const nlohmann::json&) {
+    return bnb_fresh_state(param, {{"exp_avg", true}, {"exp_avg_sq", false}});
+  };
   return f;
 }
 

@@ -5,9 +5,25 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
 
 namespace lowbit::optimizer_io {
+
+Case bnb_fresh_state(std::span<const float> param, const std::vector<BnbStateName>& states) {
+  const std::size_t n = param.size(), blocks = (n + 255) / 256;
+  Case c;
+  c.add(Tensor::from_f32("param", flat(n), param));
+  c.add(Tensor::from_f32("grad", flat(n), std::vector<float>(n, 0.0f)));
+  c.add(Tensor::from_i64("step", {}, std::vector<std::int64_t>{1}));
+  const std::vector<std::uint8_t> zeros(n, 0);
+  for (const BnbStateName& s : states) {
+    c.add(Tensor::from_bytes(s.name + ".codes", DType::U8, flat(n), zeros));
+    c.add(Tensor::from_f32(s.name + ".scale", flat(blocks), std::vector<float>(blocks, 0.0f)));
+    c.add(Tensor::from_f32(s.name + ".qmap", flat(256), s.is_signed ? codebook::signed8() : codebook::unsigned8()));
+  }
+  return c;
+}
 
 float scalar(const Case& in, const std::string& name) {
   const std::vector<float> v = in.require(name).f32();

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the optimizer formats' registry entries: reading a case's moments and scalars,
 // writing the new state, and the library-rounding test for a differing parameter.
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,15 @@ void write_moment(std::vector<Tensor>& out, const std::string& prefix, const opt
 // avx2, avx512 or default) as the arithmetic it implies: whether torch's CPU lerp, add(alpha) and
 // addcmul round once (vectorized kernels, built with FMA) or twice (the scalar default kernels).
 bool fused_on(const nlohmann::json& params);
+
+// bitsandbytes' 8-bit state initialization (Optimizer8bit.init_state): for each named state codes 0
+// and absmax 0, one absmax per 256 elements (partial tail), and its qmap ("dynamic", the signed map,
+// or "udynamic"); param as given, grad zero, "step" 1 (the step the update uses).
+struct BnbStateName {
+  std::string name;
+  bool is_signed;
+};
+Case bnb_fresh_state(std::span<const float> param, const std::vector<BnbStateName>& states);
 
 // A float32, bf16 or f16 tensor's elements widened to float (exactly; NaN payloads kept).
 std::vector<float> widened(const Tensor& t);

@@ -1,0 +1,78 @@
+#pragma once
+// bitsandbytes' 8-bit block-wise optimizers other than Adam, as its CPU back end computes them: Lion,
+// AdEMAMix, SGD with momentum (LARS passes the same rule), RMSprop and Adagrad. LAMB passes Adam's
+// rule (optimizer.hpp bnb_adam_cpu_step). One step dequantizes the states (qmap[code] * absmax, block
+// 256, partial tail), updates each element as below and requantizes with the CPU lookup-table
+// quantizer. docs/formats/bnb-lion8bit.md and its sibling pages state the arithmetic.
+#include <cstdint>
+#include <span>
+
+#include "lowbit/optimizer.hpp"
+
+namespace lowbit::optimizer {
+
+// The one-state rules of _optimizer_update_8bit_blockwise_cpu, by the optimizer name it receives.
+enum class BnbRule { Lion, Momentum, Rmsprop, Adagrad };
+
+// The Python floats the kernel receives (beta1 is Lion's beta1, SGD's momentum, RMSprop's alpha;
+// beta2 is Lion's beta2 and unused by the other three rules).
+struct BnbRuleHyper {
+  double lr = 1e-4, beta1 = 0.9, beta2 = 0.99, eps = 1e-8, weight_decay = 0.0;
+  bool fused = true;  // torch's CPU add(alpha) and addcmul: one rounding (AVX2, AVX-512) or two (default)
+};
+
+struct BnbRuleScalars {  // the float32 values torch's kernels compute with
+  float b1, w1, b2, w2, eps, neg_lr, decay, wd;
+  bool decays;  // weight_decay > 0 (Lion's decoupled decay is conditional; the others add wd * p always)
+  bool fused;
+};
+// Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu, the scalars:
+// each Python expression (1 - beta, -lr, 1 - lr * wd) in double, then float32 as ATen takes a scalar.
+BnbRuleScalars bnb_rule_scalars(const BnbRuleHyper& h);
+
+struct RuleElement {
+  float param, state;  // the new parameter and the unquantized new state
+};
+// Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu, one element
+// of one rule (step: the optimizer's count, 1 for the first; momentum copies the gradient at step 1).
+// sqrt_ulps moves RMSprop's and Adagrad's sqrt(state) by that many ulps (the explainer's candidates of
+// torch's faithful CPU sqrt); 0 is the correctly rounded root.
+RuleElement bnb_rule_cpu_element(BnbRule rule, float param, float grad, float state, std::int64_t step,
+                                 const BnbRuleScalars& s, int sqrt_ulps = 0);
+
+// One step of a one-state rule: state carries bitsandbytes' signed dynamic map ("dynamic", which
+// Optimizer1State uses for every rule).
+void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                       Moment& state, const BnbRuleHyper& h, std::size_t block_size = 256);
+
+// AdEMAMix: two first moments (bitsandbytes' 2-D state1: [0] fast, [1] slow, signed map, one absmax
+// row each) and the second moment (state2, unsigned map). t_alpha and t_beta3 are AdEMAMix8bit's
+// schedulers (0: off, as Python's None).
+struct BnbAdemamixHyper {
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, beta3 = 0.9999, alpha = 5.0, eps = 1e-8, weight_decay = 1e-2;
+  std::int64_t t_alpha = 0, t_beta3 = 0;
+  bool fused = true;
+};
+
+struct BnbAdemamixScalars {
+  double alpha_t, beta3_t;  // the schedulers' values at this step, in double as Python computes them
+  float b1, w1, b2, w2, b3, w3, alpha, c1, c2, eps, neg_lr, decay;
+  bool decays, fused;
+};
+// Reference: bitsandbytes 0.50 optim/ademamix.py AdEMAMix.update_step (alpha_t = min(step * alpha /
+// t_alpha, alpha); beta3_t = min(exp(ln b1 ln b3 / ((1 - step/t_beta3) ln b3 + step/t_beta3 ln b1)),
+// beta3)) and backends/cpu/ops.py (c1 = 1 - beta1**step, c2 = sqrt(1 - beta2**step) in double).
+BnbAdemamixScalars bnb_ademamix_scalars(const BnbAdemamixHyper& h, std::int64_t step);
+
+struct AdemamixElement {
+  float param, m1, m2, nu;
+};
+// Reference: bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu ("ademamix"),
+// one element; sqrt_ulps as for bnb_rule_cpu_element (on sqrt(nu)).
+AdemamixElement bnb_ademamix_cpu_element(float param, float grad, float m1, float m2, float nu,
+                                         const BnbAdemamixScalars& s, int sqrt_ulps = 0);
+
+void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
+                           Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size = 256);
+
+}  // namespace lowbit::optimizer

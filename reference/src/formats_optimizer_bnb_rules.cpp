@@ -1,0 +1,238 @@
+// Registry entries of bitsandbytes' 8-bit block-wise Lion, AdEMAMix, SGD with momentum, RMSprop and
+// Adagrad as its CPU back end computes them (optimizer_bnb_rules.hpp). A case holds the state before
+// the step (param, grad, step, <state>.codes/.scale/.qmap) and after it (".next"). Each state is a
+// named moment: the one state of Lion (exp_avg), SGD (momentum_buffer), RMSprop (square_avg) and
+// Adagrad (sum), torch's names for them; AdEMAMix's 2-D state1 as its two rows exp_avg (state1[0],
+// absmax1[0]) and exp_avg_slow (state1[1], absmax1[1]), and exp_avg_sq (state2).
+#include <functional>
+#include <memory>
+
+#include "formats_optimizer_io.hpp"
+#include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/optimizer_bnb_rules.hpp"
+
+namespace lowbit {
+
+namespace {
+
+using namespace optimizer_io;
+
+std::int64_t step_of(const Case& in) {
+  const std::vector<std::int64_t> v = in.require("step").i64();
+  if (v.size() != 1) throw CaseError(in.origin + ": tensor 'step' must hold one value");
+  if (v[0] < 1) throw CaseError(in.origin + ": tensor 'step' must be at least 1 (the first step is 1)");
+  return v[0];
+}
+
+// float32 param and grad; each state's codes in blocks of block_size (the last partial), one absmax
+// per block, before and after the step; its 256-entry qmap.
+FormatSpec states_format(const std::string& name, const std::vector<BnbStateName>& states) {
+  FormatSpec f;
+  f.name = name;
+  const Schema f32_like_param = {.dtypes = {DType::F32}, .shape = same_shape("param")};
+  f.inputs = {{"param", {.dtypes = {DType::F32}}}, {"grad", f32_like_param}, {"step", {.dtypes = {DType::I64}, .shape = scalar()}}};
+  f.outputs = {{"param.next", f32_like_param}};
+  const Extent block = param_extent("block_size");
+  for (const BnbStateName& s : states) {
+    const std::string qmap = s.name + ".qmap";
+    for (const std::string suffix : {"", ".next"}) {
+      auto& list = suffix.empty() ? f.inputs : f.outputs;
+      const std::string codes = s.name + ".codes" + suffix, scale = s.name + ".scale" + suffix;
+      list.push_back({codes, blocks(block, {scale}), {.dtypes = {DType::U8}, .shape = same_count("param"), .indexes = qmap}});
+      list.push_back({scale, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes)}});
+    }
+    f.inputs.push_back({qmap, {.dtypes = {DType::F32}, .shape = table_of(256)}});
+  }
+  f.default_params["block_size"] = 256;  // the CPU kernel's (blocksize = 256)
+  // torch's CPU capability: avx2 and avx512 fuse add(alpha) and addcmul, default does not
+  f.default_params["cpu_capability"] = "avx2";
+  f.fresh_state = [states](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param, states); };
+  return f;
+}
+
+std::vector<Tensor> outputs_of(const std::vector<float>& param, const std::vector<std::pair<std::string, const optimizer::Moment*>>& m) {
+  std::vector<Tensor> out = {Tensor::from_f32("param.next", flat(param.size()), param)};
+  for (const auto& [name, moment] : m) write_moment(out, name, *moment, false);
+  return out;
+}
+
+// A differing new parameter is a library rounding when the expected and the actual bits are both
+// reproduced with the rule's sqrt correctly rounded or moved to the other float bracketing the exact
+// root (torch's CPU sqrt is faithful, not always correctly rounded: docs/formats/bnb-adam8bit.md).
+// element(i, ulps) -> {new parameter, the value whose root the rule takes}.
+using SqrtElement = std::function<std::pair<float, float>(std::size_t i, int sqrt_ulps)>;
+ElementExplainer sqrt_explainer(const Case& expected, const Case& actual, const std::string& tensor,
+                                const std::function<SqrtElement(const Case&, const nlohmann::json&)>& make) {
+  const Tensor* got = actual.find("param.next");
+  const Tensor* want = expected.find("param.next");
+  if (tensor != "param.next" || !got || !want || got->dtype != DType::F32 || want->dtype != DType::F32) return {};
+  const nlohmann::json p = resolve_params(*find_format(expected.format()), expected.params());
+  const SqrtElement element = make(expected, p);
+  const std::size_t n = expected.require("param").element_count();
+  return [=](std::size_t i) -> Explanation {
+    if (i >= n || i >= got->element_count()) return {};
+    const auto [own, root_of] = element(i, 0);
+    std::vector<std::uint64_t> candidates = {bits_of(own)};
+    if (const int other = faithful_sqrt_other(root_of)) candidates.push_back(bits_of(element(i, other).first));
+    if (both_reproduced(want->bits_at(i), got->bits_at(i), candidates)) return classed(MismatchClass::LibraryRounding);
+    return {};
+  };
+}
+
+// ---- one-state rules -----------------------------------------------------------------------------
+
+optimizer::BnbRuleHyper rule_hyper(const nlohmann::json& p, const char* beta1, const char* beta2) {
+  optimizer::BnbRuleHyper h;
+  h.lr = p.at("lr").get<double>();
+  h.beta1 = beta1 ? p.at(beta1).get<double>() : 0.0;
+  h.beta2 = beta2 ? p.at(beta2).get<double>() : 0.0;
+  h.eps = p.contains("eps") ? p.at("eps").get<double>() : 0.0;
+  h.weight_decay = p.at("weight_decay").get<double>();
+  h.fused = fused_on(p);
+  return h;
+}
+
+struct RuleSpec {
+  const char* name;
+  optimizer::BnbRule rule;
+  const char* state;
+  const char* beta1;  // the param passed as the kernel's beta1 (null: 0.0)
+  const char* beta2;
+  nlohmann::json defaults;
+  const char* description;
+  const char* provenance;
+};
+
+FormatSpec rule_format(const RuleSpec& r) {
+  FormatSpec f = states_format(r.name, {{r.state, true}});  // Optimizer1State: the signed map for every rule
+  f.description = r.description;
+  f.provenance = r.provenance;
+  f.default_params.update(r.defaults);
+  const std::string state = r.state;
+  const optimizer::BnbRule rule = r.rule;
+  const char* b1 = r.beta1;
+  const char* b2 = r.beta2;
+  f.run = [state, rule, b1, b2](const Case& in, const nlohmann::json& p, int /*threads*/) {
+    std::vector<float> param = in.require("param").f32();
+    optimizer::Moment m = read_moment(in, state, false);
+    optimizer::bnb_rule_cpu_step(rule, param, in.require("grad").f32(), step_of(in), m, rule_hyper(p, b1, b2),
+                                 positive_size_param(p, "block_size"));
+    return outputs_of(param, {{state, &m}});
+  };
+  if (rule == optimizer::BnbRule::Rmsprop || rule == optimizer::BnbRule::Adagrad) {
+    f.default_tolerance = "torch-cpu-eager";
+    f.explain = [state, rule, b1, b2](const Case& expected, const Case& actual, const std::string& tensor) {
+      return sqrt_explainer(expected, actual, tensor, [&](const Case& c, const nlohmann::json& p) -> SqrtElement {
+        const optimizer::Moment m = read_moment(c, state, false);
+        auto old = std::make_shared<const std::vector<float>>(
+            blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, positive_size_param(p, "block_size")));
+        auto param = std::make_shared<const std::vector<float>>(c.require("param").f32());
+        auto grad = std::make_shared<const std::vector<float>>(c.require("grad").f32());
+        const optimizer::BnbRuleScalars s = optimizer::bnb_rule_scalars(rule_hyper(p, b1, b2));
+        const std::int64_t step = step_of(c);
+        return [=](std::size_t i, int ulps) -> std::pair<float, float> {
+          if (i >= old->size() || i >= grad->size()) return {0.0f, 0.0f};
+          const auto e = optimizer::bnb_rule_cpu_element(rule, (*param)[i], (*grad)[i], (*old)[i], step, s, ulps);
+          return {e.param, e.state};
+        };
+      });
+    };
+  }
+  return f;
+}
+
+std::vector<RuleSpec> rule_specs() {
+  return {
+      {"bnb.lion8bit.cpu", optimizer::BnbRule::Lion, "exp_avg", "beta1", "beta2",
+       {{"lr", 1e-4}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.0}},
+       "one bitsandbytes 8-bit block-wise Lion step (Lion8bit, PagedLion8bit) as its CPU kernel computes it: "
+       "decoupled decay, sign of the interpolation beta1 (three roundings; sign of NaN is 0), the parameter moved "
+       "by lr, then the state's EMA with beta2 (ATen's fused add), requantized with the CPU lookup table",
+       "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'lion')"},
+      {"bnb.momentum8bit.cpu", optimizer::BnbRule::Momentum, "momentum_buffer", "momentum", nullptr,
+       {{"lr", 1e-2}, {"momentum", 0.9}, {"weight_decay", 0.0}},
+       "one bitsandbytes 8-bit block-wise SGD-with-momentum step (SGD8bit; LARS8bit passes the same rule and its "
+       "trust ratio is not applied) as its CPU kernel computes it: L2 decay added to the gradient, the buffer "
+       "copied at step 1 and momentum * buf + grad after (no dampening), requantized with the CPU lookup table",
+       "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'momentum'/'lars')"},
+      {"bnb.rmsprop8bit.cpu", optimizer::BnbRule::Rmsprop, "square_avg", "alpha", nullptr,
+       {{"lr", 1e-2}, {"alpha", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.0}},
+       "one bitsandbytes 8-bit block-wise RMSprop step (RMSprop8bit) as its CPU kernel computes it: L2 decay "
+       "added to the gradient, alpha * s + (1 - alpha) g^2 (ATen's addcmul), p - lr g / (sqrt(s) + eps), the "
+       "state requantized with the signed map and the CPU lookup table",
+       "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'rmsprop')"},
+      {"bnb.adagrad8bit.cpu", optimizer::BnbRule::Adagrad, "sum", nullptr, nullptr,
+       {{"lr", 1e-2}, {"eps", 1e-10}, {"weight_decay", 0.0}},
+       "one bitsandbytes 8-bit block-wise Adagrad step (Adagrad8bit) as its CPU kernel computes it: L2 decay "
+       "added to the gradient, s + g^2 (ATen's addcmul), p - lr g / (sqrt(s) + eps), the state requantized "
+       "with the signed map and the CPU lookup table",
+       "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'adagrad')"},
+  };
+}
+
+// ---- AdEMAMix -------------------------------------------------------------------------------------
+
+optimizer::BnbAdemamixHyper ademamix_hyper(const nlohmann::json& p) {
+  optimizer::BnbAdemamixHyper h;
+  for (auto [key, field] : {std::pair{"lr", &h.lr}, {"beta1", &h.beta1}, {"beta2", &h.beta2}, {"beta3", &h.beta3},
+                             {"alpha", &h.alpha}, {"eps", &h.eps}, {"weight_decay", &h.weight_decay}})
+    *field = p.at(key).get<double>();
+  for (auto [key, field] : {std::pair{"t_alpha", &h.t_alpha}, {"t_beta3", &h.t_beta3}}) *field = p.at(key).get<std::int64_t>();
+  if (h.t_alpha < 0 || h.t_beta3 < 0) throw std::invalid_argument("t_alpha and t_beta3 must be >= 0 (0: no scheduler)");
+  h.fused = fused_on(p);
+  return h;
+}
+
+FormatSpec ademamix_format() {
+  FormatSpec f = states_format("bnb.ademamix8bit.cpu", {{"exp_avg", true}, {"exp_avg_slow", true}, {"exp_avg_sq", false}});
+  f.description = "one bitsandbytes 8-bit block-wise AdEMAMix step (AdEMAMix8bit, PagedAdEMAMix8bit) as its CPU "
+                  "kernel computes it: the fast and slow EMAs (state1's two rows) and the second moment with ATen's "
+                  "fused add/addcmul, (m1 / c1 + alpha m2) / (sqrt(nu) / c2 + eps), decay before the update, "
+                  "the alpha and beta3 schedulers, requantized with the CPU lookup table";
+  f.provenance = "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'ademamix') "
+                 "and optim/ademamix.py AdEMAMix.update_step (schedulers)";
+  f.default_params.update(nlohmann::json{{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"beta3", 0.9999},
+                                         {"alpha", 5.0}, {"t_alpha", 0}, {"t_beta3", 0}, {"eps", 1e-8},
+                                         {"weight_decay", 1e-2}});
+  f.default_tolerance = "torch-cpu-eager";
+  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+    std::vector<float> param = in.require("param").f32();
+    optimizer::Moment m1 = read_moment(in, "exp_avg", false), m2 = read_moment(in, "exp_avg_slow", false),
+                      nu = read_moment(in, "exp_avg_sq", false);
+    optimizer::bnb_ademamix_cpu_step(param, in.require("grad").f32(), step_of(in), m1, m2, nu, ademamix_hyper(p),
+                                     positive_size_param(p, "block_size"));
+    return outputs_of(param, {{"exp_avg", &m1}, {"exp_avg_slow", &m2}, {"exp_avg_sq", &nu}});
+  };
+  f.explain = [](const Case& expected, const Case& actual, const std::string& tensor) {
+    return sqrt_explainer(expected, actual, tensor, [](const Case& c, const nlohmann::json& p) -> SqrtElement {
+      const std::size_t block = positive_size_param(p, "block_size");
+      auto old = std::make_shared<std::vector<std::vector<float>>>();
+      for (const char* name : {"exp_avg", "exp_avg_slow", "exp_avg_sq"}) {
+        const optimizer::Moment m = read_moment(c, name, false);
+        old->push_back(blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block));
+      }
+      auto param = std::make_shared<const std::vector<float>>(c.require("param").f32());
+      auto grad = std::make_shared<const std::vector<float>>(c.require("grad").f32());
+      const optimizer::BnbAdemamixScalars s = optimizer::bnb_ademamix_scalars(ademamix_hyper(p), step_of(c));
+      return [=](std::size_t i, int ulps) -> std::pair<float, float> {
+        if (i >= grad->size() || i >= (*old)[2].size()) return {0.0f, 0.0f};
+        const auto e =
+            optimizer::bnb_ademamix_cpu_element((*param)[i], (*grad)[i], (*old)[0][i], (*old)[1][i], (*old)[2][i], s, ulps);
+        return {e.param, e.nu};
+      };
+    });
+  };
+  return f;
+}
+
+}  // namespace
+
+void register_bnb_rule_formats(std::vector<FormatSpec>& out) {
+  out.push_back(ademamix_format());
+  for (const RuleSpec& r : rule_specs()) out.push_back(rule_format(r));
+}
+
+}  // namespace lowbit

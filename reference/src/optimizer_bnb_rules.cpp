@@ -1,0 +1,169 @@
+// bitsandbytes' 8-bit Lion, AdEMAMix, SGD with momentum, RMSprop and Adagrad on the CPU, one element
+// at a time in the order of torch's operations (optimizer_bnb_rules.hpp).
+#include "lowbit/optimizer_bnb_rules.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+#include "lowbit/blockwise.hpp"
+
+namespace lowbit::optimizer {
+
+namespace {
+
+// torch's CPU add(self, other, alpha) on float32: ATen's ufunc add is fmadd(other, alpha, self) in
+// the vectorized kernels (built with FMA) and self + alpha * other in the scalar ones (torch 2.15
+// aten/src/ATen/native/ufunc/add.h)
+float add_alpha(float self, float other, float alpha, bool fused) {
+  return fused ? std::fma(other, alpha, self) : self + alpha * other;
+}
+
+// torch's CPU addcmul(self, t1, t2, value): self + value * t1 * t2, the last multiply-add contracted
+// to one fma in the vectorized kernels (as bnb_adam_cpu_element's v)
+float addcmul(float self, float t1, float t2, float value, bool fused) {
+  return fused ? std::fma(value * t1, t2, self) : self + (value * t1) * t2;
+}
+
+// torch's CPU sign on float32: (0 < a) - (a < 0) (vectorized as two blends): +0 for either zero and
+// for NaN (both comparisons false)
+float torch_sign(float a) { return static_cast<float>((0.0f < a) - (a < 0.0f)); }
+
+// torch's CPU sqrt (MKL VML at every capability) as far as the golden cases and a direct probe of
+// torch 2.15 show: a NaN input comes back unchanged, a negative input or -Inf gives +qNaN 0x7FC00000
+// (x86's sqrtss would give the negative default NaN 0xFFC00000). A signed-map state (RMSprop,
+// Adagrad) dequantizes to -Inf once its absmax is Inf. Moved by `ulps` floats: the explainer's other
+// faithful root (0: correctly rounded).
+float moved_sqrt(float x, int ulps) {
+  if (x < 0.0f) return std::bit_cast<float>(0x7FC00000u);
+  float r = std::sqrt(x);
+  for (int k = 0; k < std::abs(ulps); ++k) r = std::nextafter(r, ulps > 0 ? INFINITY : -INFINITY);
+  return r;
+}
+
+void check_sizes(const char* what, std::size_t n, std::size_t grad, std::initializer_list<const Moment*> states) {
+  bool ok = grad == n;
+  for (const Moment* m : states) ok = ok && m->codes.size() == n;
+  if (!ok) throw std::invalid_argument(std::string(what) + ": param, grad and state sizes differ");
+}
+
+// The CPU lookup-table quantizer's scalar definition, as bnb_adam_cpu_step requantizes
+void requantize(Moment& moment, const std::vector<float>& values, std::size_t block_size) {
+  moment.codes.resize(values.size());
+  moment.scale.resize(blockwise::block_count(values.size(), block_size));
+  blockwise::scalar::bnb_quantize(values, moment.qmap, block_size, blockwise::BnbBackend::CpuLut, true, moment.codes,
+                                  moment.scale);
+}
+
+std::vector<float> dequantized(const Moment& m, std::size_t block_size) {
+  return blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block_size);
+}
+
+}  // namespace
+
+BnbRuleScalars bnb_rule_scalars(const BnbRuleHyper& h) {
+  const auto f = [](double x) { return static_cast<float>(x); };
+  return {.b1 = f(h.beta1), .w1 = f(1.0 - h.beta1), .b2 = f(h.beta2), .w2 = f(1.0 - h.beta2), .eps = f(h.eps),
+          .neg_lr = f(-h.lr), .decay = f(1.0 - h.lr * h.weight_decay), .wd = f(h.weight_decay),
+          .decays = h.weight_decay > 0.0, .fused = h.fused};
+}
+
+RuleElement bnb_rule_cpu_element(BnbRule rule, float p, float g, float st, std::int64_t step, const BnbRuleScalars& s,
+                                 int sqrt_ulps) {
+  switch (rule) {
+    case BnbRule::Lion: {
+      if (s.decays) p = p * s.decay;  // p_fp32.mul_(1 - lr * wd)
+      // sign(state1.mul(beta1) + grad.mul(1 - beta1)): three tensors, three roundings
+      const float dir = torch_sign(st * s.b1 + g * s.w1);
+      p = add_alpha(p, dir, s.neg_lr, s.fused);  // p_fp32.add_(update_dir, alpha=-lr)
+      return {p, add_alpha(st * s.b2, g, s.w2, s.fused)};  // state1.mul_(beta2).add_(grad, alpha=1-beta2)
+    }
+    case BnbRule::Momentum: {
+      g = add_alpha(g, p, s.wd, s.fused);  // grad.add_(p_fp32, alpha=weight_decay), even for 0
+      st = step == 1 ? g : st * s.b1 + g;  // copy_(grad) at step 1, else mul_(beta1).add_(grad)
+      return {add_alpha(p, st, s.neg_lr, s.fused), st};
+    }
+    case BnbRule::Rmsprop:
+    case BnbRule::Adagrad: {
+      g = add_alpha(g, p, s.wd, s.fused);
+      // RMSprop: state1.mul_(alpha).addcmul_(grad, grad, value=1-alpha); Adagrad: addcmul_(.., value=1.0)
+      st = rule == BnbRule::Rmsprop ? addcmul(st * s.b1, g, g, s.w1, s.fused) : addcmul(st, g, g, 1.0f, s.fused);
+      const float denom = moved_sqrt(st, sqrt_ulps) + s.eps;  // state1.sqrt().add_(eps)
+      return {p + (s.neg_lr * g) / denom, st};  // p_fp32.addcdiv_(grad, denom, value=-lr)
+    }
+  }
+  throw std::invalid_argument("bnb_rule_cpu_element: unknown rule");
+}
+
+void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                       Moment& state, const BnbRuleHyper& h, std::size_t block_size) {
+  check_sizes("bnb_rule_cpu_step", param.size(), grad.size(), {&state});
+  const BnbRuleScalars s = bnb_rule_scalars(h);
+  std::vector<float> st = dequantized(state, block_size);
+  for (std::size_t i = 0; i < param.size(); ++i) {
+    const RuleElement e = bnb_rule_cpu_element(rule, param[i], grad[i], st[i], step, s);
+    param[i] = e.param;
+    st[i] = e.state;
+  }
+  requantize(state, st, block_size);
+}
+
+BnbAdemamixScalars bnb_ademamix_scalars(const BnbAdemamixHyper& h, std::int64_t step) {
+  BnbAdemamixScalars s;
+  const double t = static_cast<double>(step);
+  // Python: min(step * alpha / t_alpha, alpha); min(x, y) keeps x unless y < x
+  s.alpha_t = h.alpha;
+  if (h.t_alpha != 0) s.alpha_t = std::min(t * h.alpha / static_cast<double>(h.t_alpha), h.alpha);
+  s.beta3_t = h.beta3;
+  if (h.t_beta3 != 0) {
+    const double ln1 = std::log(h.beta1), ln3 = std::log(h.beta3), scale = t / static_cast<double>(h.t_beta3);
+    s.beta3_t = std::min(std::exp((ln1 * ln3) / (((1.0 - scale) * ln3) + (scale * ln1))), h.beta3);
+  }
+  s.b1 = static_cast<float>(h.beta1);
+  s.w1 = static_cast<float>(1.0 - h.beta1);
+  s.b2 = static_cast<float>(h.beta2);
+  s.w2 = static_cast<float>(1.0 - h.beta2);
+  s.b3 = static_cast<float>(s.beta3_t);
+  s.w3 = static_cast<float>(1.0 - s.beta3_t);
+  s.alpha = static_cast<float>(s.alpha_t);
+  s.c1 = static_cast<float>(1.0 - std::pow(h.beta1, t));  // Python float ** int
+  s.c2 = static_cast<float>(std::sqrt(1.0 - std::pow(h.beta2, t)));
+  s.eps = static_cast<float>(h.eps);
+  s.neg_lr = static_cast<float>(-h.lr);
+  s.decay = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  s.decays = h.weight_decay > 0.0;
+  s.fused = h.fused;
+  return s;
+}
+
+AdemamixElement bnb_ademamix_cpu_element(float p, float g, float m1, float m2, float nu, const BnbAdemamixScalars& s,
+                                         int sqrt_ulps) {
+  m1 = add_alpha(m1 * s.b1, g, s.w1, s.fused);  // m1.mul_(beta1).add_(grad, alpha=1-beta1)
+  m2 = add_alpha(m2 * s.b3, g, s.w3, s.fused);  // m2.mul_(beta3).add_(grad, alpha=1-beta3)
+  nu = addcmul(nu * s.b2, g, g, s.w2, s.fused);  // nu.mul_(beta2).addcmul_(grad, grad, value=1-beta2)
+  // (m1 / c1 + alpha * m2) / (nu.sqrt() / c2 + eps): each operation its own tensor, one rounding each
+  const float update = (m1 / s.c1 + s.alpha * m2) / (moved_sqrt(nu, sqrt_ulps) / s.c2 + s.eps);
+  if (s.decays) p = p * s.decay;
+  return {add_alpha(p, update, s.neg_lr, s.fused), m1, m2, nu};  // p_fp32.add_(update, alpha=-lr)
+}
+
+void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
+                           Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size) {
+  check_sizes("bnb_ademamix_cpu_step", param.size(), grad.size(), {&m1, &m2, &nu});
+  const BnbAdemamixScalars s = bnb_ademamix_scalars(h, step);
+  std::vector<float> a = dequantized(m1, block_size), b = dequantized(m2, block_size), c = dequantized(nu, block_size);
+  for (std::size_t i = 0; i < param.size(); ++i) {
+    const AdemamixElement e = bnb_ademamix_cpu_element(param[i], grad[i], a[i], b[i], c[i], s);
+    param[i] = e.param;
+    a[i] = e.m1;
+    b[i] = e.m2;
+    c[i] = e.nu;
+  }
+  requantize(m1, a, block_size);
+  requantize(m2, b, block_size);
+  requantize(nu, c, block_size);
+}
+
+}  // namespace lowbit::optimizer
