@@ -10,7 +10,7 @@ DCP = "torch.distributed.checkpoint.metadata"
 FS = "torch.distributed.checkpoint.filesystem"
 
 
-@dataclass
+@dataclass(eq=False)  # hashable by identity, as the unpickled global it stands for: a dict key too
 class Global:
     module: str
     name: str
