@@ -35,6 +35,18 @@ class QuantizedState:
     shape: tuple
     case: Case
     stored: dict = field(default_factory=dict)  # name in the library -> the array as stored (for the digest)
+    # where the state sits in a sharded tensor (a DTensor's local part, as FSDP2 holds torchao's states):
+    # the whole tensor's shape, the DTensor's placements ("Shard(dim=0)", ...) and this rank's offset
+    # of the local part in each dimension; for a state that is not sharded, its own shape, () and zeros
+    global_shape: tuple = None
+    placements: tuple = ()
+    offsets: tuple = None
+
+    def __post_init__(self):
+        if self.global_shape is None:
+            self.global_shape = tuple(self.shape)
+        if self.offsets is None:
+            self.offsets = (0,) * len(self.global_shape)
 
 
 def _numpy(name, t):
@@ -122,9 +134,36 @@ def _bnb_states(key: str, d: dict, block_size: int) -> list:
     return out
 
 
+def _is_torchao_state(obj) -> bool:
+    return type(obj).__name__ in _TORCHAO_CLASSES and type(obj).__module__.startswith("torchao")
+
+
+def _sharded_torchao_state(key: str, d) -> QuantizedState:
+    """A torchao state inside a DTensor (FSDP2's fully_shard): the local part is the state this rank
+    quantized, recorded with the DTensor's global shape, placements and this rank's offsets (DCP's own
+    computation of them, torch.distributed.tensor._utils, torch 2.15)."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    s = _torchao_state(key, d.to_local())
+    local_shape, offsets = compute_local_shape_and_global_offset(d.shape, d.device_mesh, d.placements)
+    if tuple(local_shape) != s.shape:
+        raise ValueError(f"{key}: the DTensor's local shape {list(local_shape)} is not its torchao state's "
+                         f"{list(s.shape)}")
+    s.global_shape = tuple(int(e) for e in d.shape)
+    s.placements = tuple(repr(p) for p in d.placements)
+    s.offsets = tuple(int(o) for o in offsets)
+    return s
+
+
 def _walk(obj, key, found, plain, block_size):
-    if type(obj).__name__ in _TORCHAO_CLASSES and type(obj).__module__.startswith("torchao"):
+    if _is_torchao_state(obj):
         found.append(_torchao_state(key, obj))
+        return
+    if type(obj).__name__ == "DTensor" and type(obj).__module__.startswith("torch.distributed"):
+        if _is_torchao_state(obj.to_local()):
+            found.append(_sharded_torchao_state(key, obj))
+        else:
+            plain.append(key)
         return
     if isinstance(obj, dict):
         inner = dict(obj)
