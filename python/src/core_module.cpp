@@ -145,10 +145,6 @@ nb::bytes serialize_case_py(nb::handle tensors, nb::handle metadata, const std::
   return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-void write_case_py(const std::string& path, nb::handle tensors, nb::handle metadata, const std::string& origin) {
-  write_case(path, case_from_python(tensors, metadata, origin));
-}
-
 // The default battery (verify's, case_maker.hpp): every complete case (inputs and the reference's
 // outputs) with its stem, and the inputs the format cannot take with why.
 nb::tuple battery(const std::string& format, int steps) {
@@ -314,7 +310,6 @@ NB_MODULE(_core, m) {
   m.def("parse_case", &parse_case_py, "data"_a, "origin"_a);
   m.def("read_case", &read_case_py, "path"_a);
   m.def("serialize_case", &serialize_case_py, "tensors"_a, "metadata"_a, "origin"_a);
-  m.def("write_case", &write_case_py, "path"_a, "tensors"_a, "metadata"_a, "origin"_a);
   m.def("battery", &battery, "format"_a, "steps"_a);
   m.def("dequantize", &dequantize_py, "tensors"_a, "metadata"_a, "origin"_a);
   m.def("dequantized_signature", &signature_py, "values"_a);
