@@ -69,6 +69,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -80,6 +81,7 @@
 #include "golden_fixture.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/atomic_file.hpp"
 #include "lowbit/manifest.hpp"
 #include "markdown_table.hpp"
 
@@ -405,6 +407,12 @@ TEST_CASE("Markdown reports of compare, conform and audit keep their tables what
 //   audit of 0 values: error 0, SQNR 0                     here, same (n/a)
 //   golden check prints manifest paths raw                 here, "golden check prints a manifest's paths escaped"
 //   the number parser itself                               test_strict_number
+//   --input file: skips the manifest check (generate,      here, "--input file: goes through the manifest check ..."
+//   verify, audit accept a tampered golden file)
+//   another tool's MANIFEST.json in a parent is fatal      here, same (inspect, compare below it)
+//   readers take no lock while --replace rewrites          here, "readers of a golden folder wait ..." (inspect,
+//                                                          conform, golden check wait for the writer's lock)
+//   the 2^28 cap checked after reading the whole file      here, same (a sparse 2 GiB file under ulimit -v 256 MiB)
 
 TEST_CASE("issue 25: every number typed is whole text in its range, named in one error line") {
   TempDir dir("lowbit_hostile_numbers_");
@@ -581,4 +589,82 @@ TEST_CASE("issue 25: golden check prints a manifest's paths escaped: no terminal
   CHECK(run.out.find('\x1b') == std::string::npos);
   CHECK(run.out.find("\nok       forged") == std::string::npos);
   CHECK(count_lines(run.out) == 2);  // the case's line and the summary
+}
+
+TEST_CASE("issue 25: --input file: goes through the manifest check; another tool's MANIFEST.json is ignored") {
+  TempDir dir("lowbit_hostile_door_");
+  const std::string d = dir.path.string();
+  // a listed golden case, then tampered with (one byte of its data)
+  golden_folder(dir.path / "g", "torchao.fp8/a.safetensors", fp8_case({1.0f, 3.0f, 0.5f, 7.0f}));
+  {
+    std::fstream f(dir.path / "g/torchao.fp8/a.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x3f');
+  }
+  const std::string tampered = d + "/g/torchao.fp8/a.safetensors";
+  const std::string reference = std::string(LOWBIT_PLUGIN_DIR) + "/reference_plugin.so";
+  // a folder of cases under another tool's MANIFEST.json (not lowbit's shape), and under one that is not JSON
+  fs::create_directories(dir.path / "other/sub");
+  write_text(dir.path / "other/MANIFEST.json", R"({"name": "some dataset", "files": ["x.bin", "y.bin"]})");
+  write_case(dir / "other/sub/c.safetensors", fp8_case({1.0f, 2.0f}));
+  fs::create_directories(dir.path / "text/sub");
+  write_text(dir.path / "text/MANIFEST.json", "MANIFEST: files of the text tool\n");
+  write_case(dir / "text/sub/c.safetensors", fp8_case({1.0f, 2.0f}));
+  const std::vector<Repro> table = {
+      {"golden generate from a tampered golden file",
+       "golden generate --format fp8.e5m2.inf --input file:" + tampered + ":input --out " + d + "/new", 2,
+       {tampered, "disagrees with the manifest"}},
+      {"verify on a tampered golden file", "verify --kernel " + reference + ":reference.fp8.e5m2.inf --no-golden --input file:" +
+       tampered + ":input", 2, {tampered, "disagrees with the manifest"}},
+      {"audit of a tampered golden file", "audit -q --formats torchao.fp8 --block-sizes 256 --input file:" + tampered + ":input",
+       2, {tampered, "disagrees with the manifest"}},
+      {"inspect below another tool's MANIFEST.json", "inspect " + d + "/other/sub/c.safetensors", 0, {"c.safetensors"}},
+      {"compare below a MANIFEST.json that is not JSON",
+       "compare " + d + "/text/sub/c.safetensors " + d + "/text/sub/c.safetensors", 0, {"conformant"}},
+  };
+  for (const Repro& r : table) check(r, dir.path);
+}
+
+TEST_CASE("issue 25: readers of a golden folder wait for its writer's lock; every file: tensor is capped from the header") {
+  TempDir dir("lowbit_hostile_lock_");
+  const std::string d = dir.path.string();
+  golden_folder(dir.path / "g", "fp8.e5m2.inf/a.safetensors", fp8_case({1.0f, 3.0f}));
+  {
+    const FolderLock writer(d + "/g");  // as golden generate holds it while it publishes
+    for (const std::string& args : {"inspect " + d + "/g/fp8.e5m2.inf/a.safetensors", "conform --golden " + d + "/g",
+                                    "golden check --golden " + d + "/g"}) {
+      CAPTURE(args);
+      CHECK(run_shell("timeout 1 " + std::string(LOWBIT_CLI) + " " + args).code == 124);  // still waiting after 1 s
+    }
+  }
+  CHECK(lowbit_cli("inspect " + d + "/g/fp8.e5m2.inf/a.safetensors").code == 0);
+  CHECK(lowbit_cli("conform --golden " + d + "/g").code == 0);
+
+  // 2^29 float32 elements: a valid header over a sparse file of 2 GiB that no reader may load
+  const std::string header = R"({"input":{"dtype":"F32","shape":[536870912],"data_offsets":[0,2147483648]}})";
+  const std::uint64_t length = header.size();
+  {
+    std::ofstream f(dir.path / "big.safetensors", std::ios::binary);
+    f.write(reinterpret_cast<const char*>(&length), 8);
+    f << header;
+  }
+  fs::resize_file(dir.path / "big.safetensors", 8 + length + (std::uint64_t{1} << 31));
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;  // ASan reserves terabytes of address space up front
+#else
+  const std::string limit = "ulimit -v 262144; ";  // reading the data would need 2 GiB
+#endif
+  for (const std::string& args : {"golden generate --format torchao.fp8 --input file:" + d + "/big.safetensors --out " + d + "/new",
+                                  "audit -q --formats torchao.fp8 --block-sizes 256 --input file:" + d + "/big.safetensors"}) {
+    CAPTURE(args);
+    const auto start = std::chrono::steady_clock::now();
+    const Run run = run_shell(limit + std::string(LOWBIT_CLI) + " " + args);
+    CAPTURE(run.output);
+    CHECK(run.code == 2);
+    CHECK(run.output.find("tensor 'input' of " + d + "/big.safetensors has 536870912 elements, more than 2^28") !=
+          std::string::npos);
+    CHECK(count_lines(run.output) == 1);
+    CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5.0);
+  }
+  CHECK_FALSE(fs::exists(dir.path / "new"));
 }

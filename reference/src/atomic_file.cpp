@@ -190,18 +190,26 @@ class Temporary {
 
 }  // namespace
 
-FolderLock::FolderLock(const std::string& dir) {
+FolderLock::FolderLock(const std::string& dir, Mode mode) {
+  const bool shared = mode == Mode::shared;
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) throw std::runtime_error("cannot lock folder '" + dir + "': " + std::strerror(errno));
-  while (::flock(fd_, LOCK_EX) != 0) {
+  if (fd_ < 0) {
+    if (shared) return;  // a reader without read permission on the folder: unlocked, as before locks
+    throw std::runtime_error("cannot lock folder '" + dir + "': " + std::strerror(errno));
+  }
+  while (::flock(fd_, shared ? LOCK_SH : LOCK_EX) != 0) {
     if (errno == EINTR) continue;
     const int err = errno;
     ::close(fd_);
+    fd_ = -1;
+    if (shared) return;
     throw std::runtime_error("cannot lock folder '" + dir + "': " + std::strerror(err));
   }
 }
 
-FolderLock::~FolderLock() { ::close(fd_); }  // closing releases the lock
+FolderLock::~FolderLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+}
 
 bool same_file(const std::string& a, const std::string& b) { return resolved(a) == resolved(b); }
 

@@ -5,7 +5,9 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <unordered_set>
 
 #include "lowbit/atomic_file.hpp"
@@ -282,20 +284,27 @@ nlohmann::json Case::params() const {
   }
 }
 
-Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
-  const std::function<CaseError(std::string)> fail = [&](std::string fault) { return CaseError(origin + ": " + fault); };
-  if (file.size() < 8)
-    throw fail("truncated: " + std::to_string(file.size()) + " bytes, too short for the 8-byte header length");
+namespace {
+
+using Fail = std::function<CaseError(std::string)>;
+
+// The header length field and what follows it in a file of file_size bytes: the header's length,
+// checked to lie within the file and under the cap.
+std::uint64_t checked_header_length(const std::uint8_t* length_field, std::uint64_t file_size, const Fail& fail) {
+  if (file_size < 8) throw fail("truncated: " + std::to_string(file_size) + " bytes, too short for the 8-byte header length");
   std::uint64_t header_len = 0;
-  std::memcpy(&header_len, file.data(), 8);
-  const std::uint64_t after_length = file.size() - 8;
+  std::memcpy(&header_len, length_field, 8);
+  const std::uint64_t after_length = file_size - 8;
   if (header_len > after_length)
     throw fail("header length " + std::to_string(header_len) + " runs past the end of the file (" +
                std::to_string(after_length) + " bytes follow the length field)");
   if (header_len > kMaxHeaderBytes) throw fail("header length " + std::to_string(header_len) + " exceeds 100 MB");
-  const std::string_view header_text(reinterpret_cast<const char*>(file.data() + 8), header_len);
-  const std::uint64_t data_size = after_length - header_len;
+  return header_len;
+}
 
+// The header's metadata (into c) and tensor entries, every field checked, and the entries checked to
+// tile a data area of data_size bytes exactly.
+std::vector<Entry> parse_layout(std::string_view header_text, std::uint64_t data_size, Case& c, const Fail& fail) {
   if (const auto fault = header_text_fault(header_text)) throw fail(*fault);
   HeaderScan scan;
   nlohmann::json::sax_parse(header_text, &scan);  // a syntax error is reported by the parse below
@@ -309,8 +318,6 @@ Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
   }
   if (!header.is_object()) throw fail("header is not a JSON object");
 
-  Case c;
-  c.origin = origin;
   std::vector<Entry> entries;
   for (const auto& [key, value] : header.items()) {
     if (key == "__metadata__") {
@@ -340,25 +347,79 @@ Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
     cursor = e->end;
   }
   if (cursor != data_size) throw fail(std::to_string(data_size - cursor) + " bytes after the last tensor belong to none");
+  return entries;
+}
 
+// A regular file opened for reading, and its size from the open file (fstat): what is read is the
+// file that was checked, whatever replaces its name meanwhile. O_NONBLOCK: opening a FIFO does not
+// wait for a writer (it is refused as not a regular file).
+struct OpenFile {
+  int fd = -1;
+  std::uint64_t size = 0;
+  explicit OpenFile(const std::string& path) {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw CaseError(path + ": not a regular file");
+    }
+    size = static_cast<std::uint64_t>(st.st_size);
+  }
+  ~OpenFile() { ::close(fd); }
+  OpenFile(const OpenFile&) = delete;
+  OpenFile& operator=(const OpenFile&) = delete;
+
+  // Exactly n bytes at offset into out; CaseError when the file is shorter now than it was.
+  void read_at(std::uint64_t offset, std::uint8_t* out, std::uint64_t n, const std::string& path) const {
+    for (std::uint64_t done = 0; done < n;) {
+      const ssize_t got = ::pread(fd, out + done, static_cast<std::size_t>(std::min<std::uint64_t>(n - done, 1u << 30)),
+                                  static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) throw CaseError(path + ": changed size while it was read");
+      done += static_cast<std::uint64_t>(got);
+    }
+  }
+};
+
+}  // namespace
+
+Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
+  const Fail fail = [&](std::string fault) { return CaseError(origin + ": " + fault); };
+  const std::uint64_t header_len = checked_header_length(file.data(), file.size(), fail);
+  const std::string_view header_text(reinterpret_cast<const char*>(file.data() + 8), header_len);
+  Case c;
+  c.origin = origin;
+  const std::vector<Entry> entries = parse_layout(header_text, file.size() - 8 - header_len, c, fail);
   const std::uint8_t* data = file.data() + 8 + header_len;
   for (const Entry& e : entries)
     c.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {data + e.begin, data + e.end}});
   return c;
 }
 
+Case read_case_header(const std::string& path) {
+  const Fail fail = [&](std::string fault) { return CaseError(path + ": " + fault); };
+  const OpenFile f(path);
+  std::uint8_t length_field[8] = {};
+  if (f.size >= 8) f.read_at(0, length_field, 8, path);
+  const std::uint64_t header_len = checked_header_length(length_field, f.size, fail);
+  std::string header_text(static_cast<std::size_t>(header_len), '\0');
+  f.read_at(8, reinterpret_cast<std::uint8_t*>(header_text.data()), header_len, path);
+  Case c;
+  c.origin = path;
+  for (const Entry& e : parse_layout(header_text, f.size - 8 - header_len, c, fail))
+    c.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {}});
+  return c;
+}
+
 std::vector<std::uint8_t> read_file_bytes(const std::string& path) {
   // Only regular files: their size is known before anything is read, so the memory used is the
   // file's size (a device such as /dev/zero, a FIFO or a folder would be read without end or fail late).
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
-  if (!S_ISREG(st.st_mode)) throw CaseError(path + ": not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw CaseError(path + ": cannot open (" + std::strerror(errno) + ")");
-  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(st.st_size));
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::size_t>(in.gcount()) != bytes.size() || in.peek() != std::ifstream::traits_type::eof())
-    throw CaseError(path + ": changed size while it was read");
+  const OpenFile f(path);
+  std::vector<std::uint8_t> bytes(static_cast<std::size_t>(f.size));
+  f.read_at(0, bytes.data(), bytes.size(), path);
+  std::uint8_t more = 0;
+  if (::pread(f.fd, &more, 1, static_cast<off_t>(f.size)) != 0) throw CaseError(path + ": changed size while it was read");
   return bytes;
 }
 

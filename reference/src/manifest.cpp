@@ -32,14 +32,12 @@ void check_relative(const std::string& path, const std::string& origin) {
 
 std::string manifest_path(const std::string& dir) { return (std::filesystem::path(dir) / "MANIFEST.json").string(); }
 
-Manifest read_manifest(const std::string& dir) {
-  const std::string path = manifest_path(dir);
+namespace {
+
+// The entries of a parsed manifest, every one checked; CaseError naming the manifest.
+Manifest manifest_from_json(const nlohmann::json& j, const std::string& path) {
   Manifest m;
-  if (!std::filesystem::exists(path)) return m;
-  const auto bytes = read_file_bytes(path);
-  nlohmann::json j;
   try {
-    j = nlohmann::json::parse(bytes.begin(), bytes.end());
     for (const auto& f : j.at("files")) {
       ManifestEntry e{f.at("path").get<std::string>(), f.at("sha256").get<std::string>(), f.at("size").get<std::uint64_t>(),
                       f.value("format", ""), f.value("source", ""), f.value("function", ""), f.value("generator", "")};
@@ -50,6 +48,32 @@ Manifest read_manifest(const std::string& dir) {
     throw CaseError(path + ": not a valid manifest (" + e.what() + ")");
   }
   return m;
+}
+
+}  // namespace
+
+Manifest read_manifest(const std::string& dir) {
+  const std::string path = manifest_path(dir);
+  if (!std::filesystem::exists(path)) return {};
+  const auto bytes = read_file_bytes(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(bytes.begin(), bytes.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw CaseError(path + ": not a valid manifest (" + e.what() + ")");
+  }
+  return manifest_from_json(j, path);
+}
+
+std::optional<Manifest> read_manifest_if_lowbits(const std::string& dir) {
+  const std::string path = manifest_path(dir);
+  const auto bytes = read_file_bytes(path);
+  // lowbit's manifests (manifest_json, the exporters' golden_io.py) are objects with "version": 1
+  // and a "files" array; anything else is another tool's file of the same name
+  const nlohmann::json j = nlohmann::json::parse(bytes.begin(), bytes.end(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("files") || !j["files"].is_array() || j.value("version", nlohmann::json()) != 1)
+    return std::nullopt;
+  return manifest_from_json(j, path);
 }
 
 Manifest read_golden_manifest(const std::string& dir) {
@@ -133,12 +157,17 @@ Case read_case_guarded(const std::string& path) {
   for (const fs::path& file : {as_written, resolved}) {
     for (fs::path dir = file.parent_path(); !dir.empty(); dir = dir.parent_path()) {
       if (fs::exists(dir / "MANIFEST.json")) {
-        note_input_file(manifest_path(dir.string()));  // read, so no output of the run may replace it
-        const Manifest m = read_manifest(dir.string());
-        if (const ManifestEntry* e = find_entry(m, file.lexically_relative(dir).generic_string())) {
-          Case c = read_verified_case(dir.string(), *e);
-          c.origin = path;
-          return c;
+        // held while the manifest and the case are read: a golden generate --replace of this
+        // folder (FolderLock, exclusive) waits for us, and we for it
+        const FolderLock reading(dir.string(), FolderLock::Mode::shared);
+        // another tool's MANIFEST.json (not lowbit's shape) guards nothing: the search goes on
+        if (const std::optional<Manifest> m = read_manifest_if_lowbits(dir.string())) {
+          note_input_file(manifest_path(dir.string()));  // read, so no output of the run may replace it
+          if (const ManifestEntry* e = find_entry(*m, file.lexically_relative(dir).generic_string())) {
+            Case c = read_verified_case(dir.string(), *e);
+            c.origin = path;
+            return c;
+          }
         }
       }
       if (dir == dir.root_path()) break;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "command.hpp"
+#include "lowbit/atomic_file.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/manifest.hpp"
 #include "lowbit/printable.hpp"
@@ -32,6 +33,7 @@ struct FormatTally {
 
 int run_conform(ConformOptions o) {
   o.output.prepare();
+  const FolderLock reading(o.golden, FolderLock::Mode::shared);  // a golden generate --replace waits for the run
   const Manifest manifest = read_golden_manifest(o.golden);
   const std::vector<const ManifestEntry*> selected = select_entries(manifest, o.format_glob);
   if (selected.empty()) {

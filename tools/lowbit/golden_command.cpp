@@ -335,6 +335,7 @@ int run_generate(GenerateOptions o) {
 }
 
 int run_check(const std::string& dir) {
+  const FolderLock reading(dir, FolderLock::Mode::shared);  // a golden generate --replace waits for the check
   const Manifest m = read_golden_manifest(dir);
   // An empty list verifies nothing: bad input, as conform says of a filter that selects nothing.
   if (m.files.empty()) throw UsageError(manifest_path(dir) + " lists no file: nothing to check");

@@ -124,6 +124,7 @@ int run_verify(VerifyOptions o) {
     }
   }
   if (!o.no_golden && std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json")) {
+    const FolderLock reading(o.golden, FolderLock::Mode::shared);  // no --replace rewrites a case under us
     const Manifest manifest = read_golden_manifest(o.golden);
     for (const ManifestEntry* e : select_entries(manifest, format.name)) {
       Case golden = read_verified_case(o.golden, *e);

@@ -36,12 +36,17 @@ class FileBatch {
   std::vector<std::unique_ptr<Staged>> staged_;
 };
 
-// An exclusive lock on a folder (flock on the folder itself: no lock file is left in it), held
-// while the object lives; waits for another holder. Writers of one manifest take it around their
-// read-modify-write, so that two runs into one folder merge their entries instead of dropping some.
+// A lock on a folder (flock on the folder itself: no lock file is left in it), held while the object
+// lives; waits for a holder of the other kind. Writers of one manifest take it exclusive around
+// their read-modify-write, so that two runs into one folder merge their entries instead of dropping
+// some; readers of a golden folder take it shared while they read its manifest and cases, so that a
+// golden generate --replace never changes a file between the manifest's check and the read. A
+// reader that cannot open the folder (no read permission) reads without the lock.
 class FolderLock {
  public:
-  explicit FolderLock(const std::string& dir);  // std::runtime_error naming the folder
+  enum class Mode { exclusive, shared };
+  // std::runtime_error naming the folder (exclusive only)
+  explicit FolderLock(const std::string& dir, Mode mode = Mode::exclusive);
   ~FolderLock();
   FolderLock(const FolderLock&) = delete;
   FolderLock& operator=(const FolderLock&) = delete;

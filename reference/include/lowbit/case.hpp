@@ -75,6 +75,10 @@ class Case {
 // Parse a safetensors image. `origin` names it in error messages.
 Case parse_case(std::span<const std::uint8_t> file, const std::string& origin);
 Case read_case(const std::string& path);
+// The tensors a case file declares (name, dtype, shape; no bytes) and its metadata, from its header
+// alone, every field checked as parse_case checks it against the file's size: for limits that must
+// hold before a byte of data is read (the 2^28 elements of a file: input).
+Case read_case_header(const std::string& path);
 // Serialize: tensors in name order, contiguous, header padded with spaces to a multiple of 8 bytes
 // (the layout of the reference safetensors writer).
 std::vector<std::uint8_t> serialize_case(const Case& c);

@@ -20,7 +20,9 @@ bool is_file_spec(const std::string& text);
 // std::invalid_argument on an empty path or tensor name.
 InputSpec parse_file_spec(const std::string& text);
 
-// The whole file, read and parsed (CaseError naming the file on any fault).
+// The whole file, read and parsed (CaseError naming the file on any fault) through the manifest check
+// (read_case_guarded: a golden file that disagrees with its MANIFEST.json is refused); first, from
+// the header alone, every tensor is held to 2^28 elements (std::invalid_argument naming it).
 Case read_file_input(const InputSpec& spec);
 
 // The tensor a quantizer takes: the one named, else the file's only tensor, else its `input`;

@@ -2,6 +2,7 @@
 // golden/MANIFEST.json: every golden case file with its sha256, size, format and provenance. A
 // golden file whose bytes disagree with its manifest entry is refused by every reader.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct Manifest {
 
 // DIR/MANIFEST.json; an absent manifest reads as empty, a malformed one is a CaseError.
 Manifest read_manifest(const std::string& dir);
+// DIR/MANIFEST.json when it is lowbit's (an object with "version": 1 and a "files" array: then every
+// entry is checked, a CaseError naming it); nothing when it is another tool's file of that name
+// (not JSON, or another shape), which read_case_guarded then ignores.
+std::optional<Manifest> read_manifest_if_lowbits(const std::string& dir);
 // The same for a folder that must be a golden folder (check, conform): a CaseError naming
 // DIR/MANIFEST.json when there is none (a missing folder, a file, a folder of unlisted cases), which
 // would otherwise pass as "nothing to check".
@@ -51,8 +56,9 @@ void upsert(Manifest& m, ManifestEntry e);
 // Reads DIR/entry.path, refusing it (CaseError naming the file) unless its size and sha256 match.
 Case read_verified_case(const std::string& dir, const ManifestEntry& entry);
 
-// Reads any case file; when a MANIFEST.json in one of its parent folders lists it, the file must
-// match its entry (the golden-file guard every command goes through).
+// Reads any case file; when a MANIFEST.json of lowbit's in one of its parent folders lists it, the
+// file must match its entry (the golden-file guard every command goes through: inspect, compare,
+// audit --state and every --input file:). Each such folder is read under a shared FolderLock.
 Case read_case_guarded(const std::string& path);
 
 }  // namespace lowbit
