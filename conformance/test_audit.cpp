@@ -557,17 +557,31 @@ TEST_CASE("trajectory: every optimizer format from the registry, deterministic, 
   CHECK_FALSE(same_values(q.back().w, a.back().w));
   // Adam's first step from zero moments is lr * g / (|g| + eps) after bias correction: every
   // parameter (from 0) moves by lr up to a factor 1 - eps / |g|, whatever the state format stores
-  // afterwards; so the study's lr reaches each format.
+  // afterwards; so the study's lr reaches each format. bitsandbytes' other rules: Lion's sign and
+  // Adagrad's g / (|g| + eps) move by lr too; AdEMAMix by lr (1 + alpha (1 - beta3)) (its slow EMA is
+  // not bias-corrected: 1.0005 at the defaults), RMSprop by lr / sqrt(1 - alpha) (10 at alpha 0.99);
+  // SGD with momentum by lr |g|, no fixed length, so it is not among them.
+  auto first_step = [](const std::string& name) {
+    const nlohmann::json& d = format(name).default_params;
+    if (name == "bnb.ademamix8bit.cpu")
+      return 1e-2 * (1.0 + d.at("alpha").get<double>() * (1.0 - d.at("beta3").get<double>()));
+    if (name == "bnb.rmsprop8bit.cpu") return 1e-2 / std::sqrt(1.0 - d.at("alpha").get<double>());
+    return 1e-2;
+  };
   for (const std::string& name : formats) {
+    if (name == "bnb.momentum8bit.cpu") continue;
     CAPTURE(name);
     const auto run = audit::run_trajectory(3, format(name), 1, 1e-2);
     REQUIRE(run.size() == 2);
+    const auto lr = static_cast<float>(first_step(name));
     std::size_t off = 0, beyond = 0;
     for (float w : run[1].w) {
-      off += std::fabs(std::fabs(w) - 1e-2f) > 1e-2f * 1e-3f ? 1 : 0;  // |g| below ~1e3 eps: a shorter step
-      beyond += std::fabs(w) > 1e-2f * (1 + 1e-6f) || w == 0.0f ? 1 : 0;  // never longer than lr, never none
+      off += std::fabs(std::fabs(w) - lr) > lr * 1e-3f ? 1 : 0;  // |g| below ~1e3 eps: a shorter step
+      beyond += std::fabs(w) > lr * (1 + 1e-6f) || w == 0.0f ? 1 : 0;  // never longer than that, never none
     }
     CHECK(beyond == 0);
-    CHECK(off <= 8);  // seed 3 has 4 gradients below 1e-5 (steps 0.0086 to 0.00999)
+    // seed 3 has 4 gradients below 1e-5 (steps 0.0086 to 0.00999); RMSprop's eps weighs against 0.1 |g|,
+    // ten times as much: 50 of its 4 096 steps are shorter by more than 1e-3 (seen), none longer
+    CHECK(off <= (name == "bnb.rmsprop8bit.cpu" ? 50u : 8u));
   }
 }

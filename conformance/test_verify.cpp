@@ -202,6 +202,16 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       {"mutant_adam_lerp_swapped", "MISMATCH normal.n4096.seed1.std0.5.step1"},
       // the default battery's steps with weight_decay 0.01 (and the golden AdamW steps)
       {"mutant_decay_after_update", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1"},
+      // bitsandbytes' other 8-bit rules (bnb.*8bit.cpu): each bug on the parameter, all genuine
+      {"mutant_lion_sign_first", "MISMATCH normal.n4096.seed1.std0.5.step1", "param.next", "genuine"},
+      // step 1 copies the gradient either way: from step 2
+      {"mutant_momentum_dampening", "MISMATCH normal.n4096.seed1.std0.5.step2", "param.next", "genuine"},
+      {"mutant_rmsprop_eps_inside", "MISMATCH adam-v.n4096.seed2.step1"},
+      // the default battery's steps with weight_decay 0.01, and its AdEMAMix run with both schedulers
+      {"mutant_adagrad_decoupled_decay", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1", "param.next",
+       "genuine", nullptr, true},
+      {"mutant_ademamix_alpha_late", "MISMATCH normal.n4096.seed4.std0.5.t_alpha-2.t_beta3-2.step1", "param.next",
+       "genuine", nullptr, true},
       {"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
       {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"},
       // COAT's 2-D formats on their generated tiles: x * (1/S) only on the FP8 edges in groups led by an
@@ -293,6 +303,10 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
   CHECK(output_of["mutant_coat_act_reciprocal"].find("MISMATCH golden") == std::string::npos);
   CHECK(output_of["mutant_coat_act_reciprocal"].find("ok       golden") != std::string::npos);
   CHECK(output_of["mutant_coat_act_reciprocal"].find("MISMATCH normal") == std::string::npos);
+  // the bugs that only a hyperparameter shows: every run without it passes them
+  CHECK(output_of["mutant_adagrad_decoupled_decay"].find("MISMATCH normal.n4096.seed1") == std::string::npos);
+  CHECK(output_of["mutant_ademamix_alpha_late"].find("MISMATCH normal.n4096.seed1") == std::string::npos);
+  CHECK(output_of["mutant_momentum_dampening"].find("MISMATCH normal.n4096.seed1.std0.5.step1") == std::string::npos);
   CHECK(classes_of["mutant_coat_act_max_keeps_nan"] == Set{"genuine", "scale-propagated"});
   CHECK(classes_of["mutant_coat_symm_absmax_ignores_nan"] == Set{"genuine", "scale-propagated"});
   // the differing scales are the variant; the codes and dequantized values of their blocks follow from them

@@ -162,6 +162,14 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
       decayed["weight_decay"] = 0.01;
       runs.push_back({"normal:n=4096,seed=3,std=0.5", decayed});
     }
+    // AdEMAMix's schedulers (t_alpha, t_beta3; off by default, as bitsandbytes' None) are invisible
+    // without them: a run with both on, ending inside verify's default 3 steps
+    if (defaults.contains("t_alpha") && defaults.at("t_alpha") == 0) {
+      nlohmann::json scheduled = defaults;
+      scheduled["t_alpha"] = 2;
+      scheduled["t_beta3"] = 2;
+      runs.push_back({"normal:n=4096,seed=4,std=0.5", scheduled});
+    }
     return runs;
   }
   std::vector<InputRun> runs;
