@@ -380,6 +380,87 @@ struct Kernels {
     }
   }
 
+  // ---- bitsandbytes' other CPU rules (optimizer_bnb_rules.cpp), W elements at a time, each
+  // expression as the scalar element writes it (operands in the same places: NaN payloads alike)
+
+  // a + b with a's NaN (quieted) where both are NaN (optimizer_bnb_rules.cpp plus)
+  static F plus_lanes(F a, F b) {
+    const F quiet_a = xsimd::bitwise_cast<F>(xsimd::bitwise_cast<I>(a) | I(0x00400000));
+    return xsimd::select(xsimd::isnan(a) & xsimd::isnan(b), quiet_a, a + b);
+  }
+  // torch's add(self, other, alpha) and addcmul(self, t1, t2, value), fused or not
+  static F add_alpha_lanes(F self, F other, float alpha, bool fused) {
+    return fused ? fma_lanes(other, F(alpha), self) : plus_lanes(self, F(alpha) * other);
+  }
+  static F addcmul_lanes(F self, F t1, F t2, float value, bool fused) {
+    return fused ? fma_lanes(F(value) * t1, t2, self) : plus_lanes(self, (F(value) * t1) * t2);
+  }
+  // torch's CPU sqrt: +qNaN 0x7FC00000 for a negative input, else IEEE's (a NaN passes)
+  static F torch_sqrt_lanes(F x) {
+    return xsimd::select(x < F(0.0f), xsimd::bitwise_cast<F>(I(0x7FC00000)), xsimd::sqrt(x));
+  }
+  // torch's CPU sign: (0 < a) - (a < 0); +0 for +-0 and NaN
+  static F torch_sign_lanes(F a) {
+    return xsimd::select(F(0.0f) < a, F(1.0f), F(0.0f)) - xsimd::select(a < F(0.0f), F(1.0f), F(0.0f));
+  }
+
+  static void bnb_rule_lanes(optimizer::BnbRule rule, F* p, F g, F* st, std::int64_t step,
+                             const optimizer::BnbRuleScalars& s) {
+    g = g * F(1.0f);  // grad * 1.0f (gnorm_scale), as the scalar step passes it
+    switch (rule) {
+      case optimizer::BnbRule::Lion: {
+        if (s.decays) *p = *p * F(s.decay);
+        const F dir = torch_sign_lanes(*st * F(s.b1) + g * F(s.w1));
+        *p = add_alpha_lanes(*p, dir, s.neg_lr, s.fused);
+        *st = add_alpha_lanes(*st * F(s.b2), g, s.w2, s.fused);
+        return;
+      }
+      case optimizer::BnbRule::Momentum:
+        g = add_alpha_lanes(g, *p, s.wd, s.fused);
+        *st = step == 1 ? g : plus_lanes(*st * F(s.b1), g);
+        *p = add_alpha_lanes(*p, *st, s.neg_lr, s.fused);
+        return;
+      case optimizer::BnbRule::Rmsprop:
+      case optimizer::BnbRule::Adagrad: {
+        g = add_alpha_lanes(g, *p, s.wd, s.fused);
+        *st = rule == optimizer::BnbRule::Rmsprop ? addcmul_lanes(*st * F(s.b1), g, g, s.w1, s.fused)
+                                                  : addcmul_lanes(*st, g, g, 1.0f, s.fused);
+        const F denom = torch_sqrt_lanes(*st) + F(s.eps);
+        *p = plus_lanes(*p, (F(s.neg_lr) * g) / denom);
+        return;
+      }
+    }
+  }
+
+  static void bnb_rule_span(optimizer::BnbRule rule, float* param, const float* grad, float* state, std::size_t n,
+                            std::int64_t step, const optimizer::BnbRuleScalars& s) {
+    for (std::size_t i = 0; i < n; i += W) {
+      const std::size_t c = n - i < W ? n - i : W;
+      F p = load_lanes(param + i, c), st = load_lanes(state + i, c);
+      bnb_rule_lanes(rule, &p, load_lanes(grad + i, c), &st, step, s);
+      store_lanes(p, param + i, c);
+      store_lanes(st, state + i, c);
+    }
+  }
+
+  static void bnb_ademamix_span(float* param, const float* grad, float* m1, float* m2, float* nu, std::size_t n,
+                                const optimizer::BnbAdemamixScalars& s) {
+    for (std::size_t i = 0; i < n; i += W) {
+      const std::size_t c = n - i < W ? n - i : W;
+      F p = load_lanes(param + i, c), a = load_lanes(m1 + i, c), b = load_lanes(m2 + i, c), v = load_lanes(nu + i, c);
+      const F g = load_lanes(grad + i, c) * F(1.0f);
+      a = add_alpha_lanes(a * F(s.b1), g, s.w1, s.fused);
+      b = add_alpha_lanes(b * F(s.b3), g, s.w3, s.fused);
+      v = addcmul_lanes(v * F(s.b2), g, g, s.w2, s.fused);
+      const F update = plus_lanes(a / F(s.c1), F(s.alpha) * b) / (torch_sqrt_lanes(v) / F(s.c2) + F(s.eps));
+      if (s.decays) p = p * F(s.decay);
+      store_lanes(add_alpha_lanes(p, update, s.neg_lr, s.fused), param + i, c);
+      store_lanes(a, m1 + i, c);
+      store_lanes(b, m2 + i, c);
+      store_lanes(v, nu + i, c);
+    }
+  }
+
   static Ops ops(const char* name) {
     Ops o;
     o.name = name;
@@ -398,6 +479,8 @@ struct Kernels {
     o.abs_max = abs_max;
     o.torchao_adam = torchao_adam_span;
     o.bnb_adam = bnb_adam_span;
+    o.bnb_rule = bnb_rule_span;
+    o.bnb_ademamix = bnb_ademamix_span;
     return o;
   }
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "lowbit/optimizer.hpp"  // the steps' scalar structs
+#include "lowbit/optimizer_bnb_rules.hpp"
 
 namespace lowbit::fast {
 
@@ -62,6 +63,13 @@ struct Ops {
   void (*torchao_adam)(float* param, const float* grad, float* m, float* v, float* v_max, std::size_t n,
                        const optimizer::TorchaoAdamScalars& s);
   void (*bnb_adam)(float* param, const float* grad, float* m, float* v, std::size_t n, const optimizer::BnbAdamScalars& s);
+  // bitsandbytes' other CPU rules (optimizer_bnb_rules.hpp bnb_rule_cpu_element and
+  // bnb_ademamix_cpu_element with torch's sqrt, correctly rounded), in place as bnb_adam: the states
+  // hold the dequantized old values and come back as the new unquantized ones
+  void (*bnb_rule)(optimizer::BnbRule rule, float* param, const float* grad, float* state, std::size_t n,
+                   std::int64_t step, const optimizer::BnbRuleScalars& s);
+  void (*bnb_ademamix)(float* param, const float* grad, float* m1, float* m2, float* nu, std::size_t n,
+                       const optimizer::BnbAdemamixScalars& s);
 };
 
 // The kernels of one instruction set: SSE2 (every x86-64), AVX2 with FMA3 (null where not built).

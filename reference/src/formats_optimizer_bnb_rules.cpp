@@ -115,11 +115,11 @@ FormatSpec rule_format(const RuleSpec& r) {
   const optimizer::BnbRule rule = r.rule;
   const char* b1 = r.beta1;
   const char* b2 = r.beta2;
-  f.run = [state, rule, b1, b2](const Case& in, const nlohmann::json& p, int /*threads*/) {
+  f.run = [state, rule, b1, b2](const Case& in, const nlohmann::json& p, int threads) {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m = read_moment(in, state, false);
     optimizer::bnb_rule_cpu_step(rule, param, in.require("grad").f32(), step_of(in), m, rule_hyper(p, b1, b2),
-                                 positive_size_param(p, "block_size"));
+                                 positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     return outputs_of(param, {{state, &m}});
   };
   if (rule == optimizer::BnbRule::Rmsprop || rule == optimizer::BnbRule::Adagrad) {
@@ -198,12 +198,12 @@ FormatSpec ademamix_format() {
                                          {"alpha", 5.0}, {"t_alpha", 0}, {"t_beta3", 0}, {"eps", 1e-8},
                                          {"weight_decay", 1e-2}});
   f.default_tolerance = "torch-cpu-eager";
-  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+  f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m1 = read_moment(in, "exp_avg", false), m2 = read_moment(in, "exp_avg_slow", false),
                       nu = read_moment(in, "exp_avg_sq", false);
     optimizer::bnb_ademamix_cpu_step(param, in.require("grad").f32(), step_of(in), m1, m2, nu, ademamix_hyper(p),
-                                     positive_size_param(p, "block_size"));
+                                     positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     return outputs_of(param, {{"exp_avg", &m1}, {"exp_avg_slow", &m2}, {"exp_avg_sq", &nu}});
   };
   f.explain = [](const Case& expected, const Case& actual, const std::string& tensor) {

@@ -5,26 +5,39 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <stdexcept>
 #include <vector>
 
+#include "blockwise_blocks.hpp"
+#include "fast_ops.hpp"
 #include "lowbit/blockwise.hpp"
+#include "lowbit/codebook.hpp"
+#include "parallel_blocks.hpp"
 
 namespace lowbit::optimizer {
 
 namespace {
 
+// a + b where both may be NaN: x86 returns the first operand's NaN (quieted), but the compiler may
+// encode a float addition either way round; the step's NaN payloads are fixed as the source writes
+// the operands (torch's `self + alpha * other`), so that the fast kernels can match them
+float plus(float a, float b) {
+  return std::isnan(a) && std::isnan(b) ? std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) | 0x00400000u) : a + b;
+}
+
 // torch's CPU add(self, other, alpha) on float32: ATen's ufunc add is fmadd(other, alpha, self) in
 // the vectorized kernels (built with FMA) and self + alpha * other in the scalar ones (torch 2.15
 // aten/src/ATen/native/ufunc/add.h)
 float add_alpha(float self, float other, float alpha, bool fused) {
-  return fused ? std::fma(other, alpha, self) : self + alpha * other;
+  return fused ? std::fma(other, alpha, self) : plus(self, alpha * other);
 }
 
 // torch's CPU addcmul(self, t1, t2, value): self + value * t1 * t2, the last multiply-add contracted
 // to one fma in the vectorized kernels (as bnb_adam_cpu_element's v)
 float addcmul(float self, float t1, float t2, float value, bool fused) {
-  return fused ? std::fma(value * t1, t2, self) : self + (value * t1) * t2;
+  return fused ? std::fma(value * t1, t2, self) : plus(self, (value * t1) * t2);
 }
 
 // torch's CPU sign on float32: (0 < a) - (a < 0) (vectorized as two blends): +0 for either zero and
@@ -82,7 +95,7 @@ RuleElement bnb_rule_cpu_element(BnbRule rule, float p, float g, float st, std::
     }
     case BnbRule::Momentum: {
       g = add_alpha(g, p, s.wd, s.fused);  // grad.add_(p_fp32, alpha=weight_decay), even for 0
-      st = step == 1 ? g : st * s.b1 + g;  // copy_(grad) at step 1, else mul_(beta1).add_(grad)
+      st = step == 1 ? g : plus(st * s.b1, g);  // copy_(grad) at step 1, else mul_(beta1).add_(grad)
       return {add_alpha(p, st, s.neg_lr, s.fused), st};
     }
     case BnbRule::Rmsprop:
@@ -91,19 +104,20 @@ RuleElement bnb_rule_cpu_element(BnbRule rule, float p, float g, float st, std::
       // RMSprop: state1.mul_(alpha).addcmul_(grad, grad, value=1-alpha); Adagrad: addcmul_(.., value=1.0)
       st = rule == BnbRule::Rmsprop ? addcmul(st * s.b1, g, g, s.w1, s.fused) : addcmul(st, g, g, 1.0f, s.fused);
       const float denom = moved_sqrt(st, sqrt_ulps) + s.eps;  // state1.sqrt().add_(eps)
-      return {p + (s.neg_lr * g) / denom, st};  // p_fp32.addcdiv_(grad, denom, value=-lr)
+      return {plus(p, (s.neg_lr * g) / denom), st};  // p_fp32.addcdiv_(grad, denom, value=-lr)
     }
   }
   throw std::invalid_argument("bnb_rule_cpu_element: unknown rule");
 }
 
-void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
-                       Moment& state, const BnbRuleHyper& h, std::size_t block_size) {
+void scalar::bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                               Moment& state, const BnbRuleHyper& h, std::size_t block_size) {
   check_sizes("bnb_rule_cpu_step", param.size(), grad.size(), {&state});
   const BnbRuleScalars s = bnb_rule_scalars(h);
   std::vector<float> st = dequantized(state, block_size);
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const RuleElement e = bnb_rule_cpu_element(rule, param[i], grad[i], st[i], step, s);
+    // grad * 1.0f: g.float() * gnorm_scale (it quiets a signalling NaN)
+    const RuleElement e = bnb_rule_cpu_element(rule, param[i], grad[i] * 1.0f, st[i], step, s);
     param[i] = e.param;
     st[i] = e.state;
   }
@@ -144,18 +158,18 @@ AdemamixElement bnb_ademamix_cpu_element(float p, float g, float m1, float m2, f
   m2 = add_alpha(m2 * s.b3, g, s.w3, s.fused);  // m2.mul_(beta3).add_(grad, alpha=1-beta3)
   nu = addcmul(nu * s.b2, g, g, s.w2, s.fused);  // nu.mul_(beta2).addcmul_(grad, grad, value=1-beta2)
   // (m1 / c1 + alpha * m2) / (nu.sqrt() / c2 + eps): each operation its own tensor, one rounding each
-  const float update = (m1 / s.c1 + s.alpha * m2) / (moved_sqrt(nu, sqrt_ulps) / s.c2 + s.eps);
+  const float update = plus(m1 / s.c1, s.alpha * m2) / (moved_sqrt(nu, sqrt_ulps) / s.c2 + s.eps);
   if (s.decays) p = p * s.decay;
   return {add_alpha(p, update, s.neg_lr, s.fused), m1, m2, nu};  // p_fp32.add_(update, alpha=-lr)
 }
 
-void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
-                           Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size) {
+void scalar::bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
+                                   Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size) {
   check_sizes("bnb_ademamix_cpu_step", param.size(), grad.size(), {&m1, &m2, &nu});
   const BnbAdemamixScalars s = bnb_ademamix_scalars(h, step);
   std::vector<float> a = dequantized(m1, block_size), b = dequantized(m2, block_size), c = dequantized(nu, block_size);
   for (std::size_t i = 0; i < param.size(); ++i) {
-    const AdemamixElement e = bnb_ademamix_cpu_element(param[i], grad[i], a[i], b[i], c[i], s);
+    const AdemamixElement e = bnb_ademamix_cpu_element(param[i], grad[i] * 1.0f, a[i], b[i], c[i], s);
     param[i] = e.param;
     a[i] = e.m1;
     b[i] = e.m2;
@@ -164,6 +178,73 @@ void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, 
   requantize(m1, a, block_size);
   requantize(m2, b, block_size);
   requantize(nu, c, block_size);
+}
+
+// The fast paths, as bnb_adam_cpu_step's (optimizer_bnb.cpp): each thread takes a range of
+// consecutive blocks and walks it in chunks of about kChunk elements: the dequantizer's fast path
+// writes the states into the thread's buffers, fast_kernels.hpp updates the chunk, and the CPU
+// lookup-table quantizer's block loop stores it back into the same codes and absmax. Each element
+// alone, each block's absmax and codes from that block alone: the definitions' bytes for any thread
+// count and chunk size.
+namespace {
+
+constexpr std::size_t kChunk = 8192;  // elements per chunk (at least one block)
+
+// kernel(lo, len, values): values[k] holds state k's dequantized chunk [lo, lo + len), updated in place
+void chunked_step(std::size_t n, const std::vector<Moment*>& states, std::size_t block_size, int threads,
+                  const std::function<void(std::size_t lo, std::size_t len, const std::vector<std::span<float>>& values)>& kernel) {
+  if (threads < 1) throw std::invalid_argument("bnb optimizer step: threads must be at least 1");
+  const std::size_t blocks = blockwise::block_count(n, block_size);
+  // what the definition's dequantizer and quantizer refuse, before anything changes
+  for (const Moment* m : states)
+    if (m->scale.size() < blocks) throw std::invalid_argument("too few scales for the codes");
+  std::vector<codebook::BnbCpuLut> luts;
+  for (const Moment* m : states) luts.emplace_back(m->qmap);
+  for (Moment* m : states) m->scale.resize(blocks);
+  const std::size_t chunk_blocks = std::max<std::size_t>(1, kChunk / block_size), k = states.size();
+  parallel::for_block_ranges(blocks, threads, [&](std::size_t first, std::size_t end) {
+    const std::size_t room = std::min(std::min(end - first, chunk_blocks) * block_size, n);
+    // not zero-filled: every element is written by the dequantizer before it is read
+    const auto storage = std::make_unique_for_overwrite<float[]>(k * room);
+    std::vector<std::span<float>> values(k);
+    for (std::size_t b = first; b < end; b += chunk_blocks) {
+      const std::size_t e = std::min(b + chunk_blocks, end), lo = b * block_size, len = std::min(e * block_size, n) - lo;
+      for (std::size_t j = 0; j < k; ++j) {
+        values[j] = std::span<float>(storage.get() + j * room, len);
+        const Moment& m = *states[j];
+        blockwise::bnb_dequantize_into(std::span<const std::uint8_t>(m.codes).subspan(lo, len),
+                                       std::span<const float>(m.scale).subspan(b, e - b), m.qmap, block_size, values[j], 1);
+      }
+      kernel(lo, len, values);
+      for (std::size_t j = 0; j < k; ++j)
+        blockwise::detail::bnb_lut_quantize_blocks(values[j], luts[j], block_size, states[j]->codes.data() + lo,
+                                                   states[j]->scale.data() + b);
+    }
+  });
+}
+
+}  // namespace
+
+void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                       Moment& state, const BnbRuleHyper& h, std::size_t block_size, int threads) {
+  check_sizes("bnb_rule_cpu_step", param.size(), grad.size(), {&state});
+  const BnbRuleScalars s = bnb_rule_scalars(h);
+  const fast::Ops& ops = fast::ops();
+  chunked_step(param.size(), {&state}, block_size, threads,
+               [&](std::size_t lo, std::size_t len, const std::vector<std::span<float>>& v) {
+                 ops.bnb_rule(rule, param.data() + lo, grad.data() + lo, v[0].data(), len, step, s);
+               });
+}
+
+void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
+                           Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size, int threads) {
+  check_sizes("bnb_ademamix_cpu_step", param.size(), grad.size(), {&m1, &m2, &nu});
+  const BnbAdemamixScalars s = bnb_ademamix_scalars(h, step);
+  const fast::Ops& ops = fast::ops();
+  chunked_step(param.size(), {&m1, &m2, &nu}, block_size, threads,
+               [&](std::size_t lo, std::size_t len, const std::vector<std::span<float>>& v) {
+                 ops.bnb_ademamix(param.data() + lo, grad.data() + lo, v[0].data(), v[1].data(), v[2].data(), len, s);
+               });
 }
 
 }  // namespace lowbit::optimizer

@@ -41,9 +41,10 @@ RuleElement bnb_rule_cpu_element(BnbRule rule, float param, float grad, float st
                                  const BnbRuleScalars& s, int sqrt_ulps = 0);
 
 // One step of a one-state rule: state carries bitsandbytes' signed dynamic map ("dynamic", which
-// Optimizer1State uses for every rule).
+// Optimizer1State uses for every rule). The fast path (vectorized, on `threads` threads, one pass over
+// memory): the bytes of scalar::bnb_rule_cpu_step for any thread count >= 1 (test_fast_bnb_rules).
 void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
-                       Moment& state, const BnbRuleHyper& h, std::size_t block_size = 256);
+                       Moment& state, const BnbRuleHyper& h, std::size_t block_size = 256, int threads = 1);
 
 // AdEMAMix: two first moments (bitsandbytes' 2-D state1: [0] fast, [1] slow, signed map, one absmax
 // row each) and the second moment (state2, unsigned map). t_alpha and t_beta3 are AdEMAMix8bit's
@@ -72,7 +73,18 @@ struct AdemamixElement {
 AdemamixElement bnb_ademamix_cpu_element(float param, float grad, float m1, float m2, float nu,
                                          const BnbAdemamixScalars& s, int sqrt_ulps = 0);
 
+// The fast path, as bnb_rule_cpu_step's: the bytes of scalar::bnb_ademamix_cpu_step.
+void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
+                           Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size = 256,
+                           int threads = 1);
+
+// The readable definitions of the two steps above, one element at a time on one thread (the element
+// functions in a loop, whole-array dequantize and the quantizer's scalar definition).
+namespace scalar {
+void bnb_rule_cpu_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                       Moment& state, const BnbRuleHyper& h, std::size_t block_size = 256);
 void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m1,
                            Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size = 256);
+}  // namespace scalar
 
 }  // namespace lowbit::optimizer
