@@ -58,10 +58,9 @@ class _Record:
     def __new__(cls, *args, **kwargs):  # NEWOBJ passes no arguments for a dataclass; REDUCE would
         if args or kwargs:
             raise CaseError(f"{cls.kind} given constructor arguments; DCP pickles it by its state")
-        return super().__new__(cls)
-
-    def __init__(self, *args, **kwargs):
-        self.fields = {}
+        record = super().__new__(cls)
+        record.fields = {}  # here, not in __init__: NEWOBJ without a BUILD calls neither __init__ nor __setstate__
+        return record
 
     def __setstate__(self, state):
         if isinstance(state, tuple) and len(state) == 2 and isinstance(state[0], (dict, type(None))):

@@ -152,7 +152,9 @@ def test_a_huge_memo_index_allocates_nothing(tmp_path):
 
 def test_malformed_pickles_are_case_errors(tmp_path):
     good = dumps(metadata([("lr", "a", 0, 4, None)]))
-    for i, data in enumerate([b"", b"\x80\x02", good[:len(good) // 2], b"\x80\x05\x95" + b"\xff" * 8, b"(" * 100000 + b"."]):
+    built_not = b"\x80\x02c" + DCP.encode() + b"\nMetadata\n)\x81."  # NEWOBJ, no BUILD (found by fuzz_dcp)
+    for i, data in enumerate([b"", b"\x80\x02", good[:len(good) // 2], b"\x80\x05\x95" + b"\xff" * 8, b"(" * 100000 + b".",
+                              built_not]):
         folder = tmp_path / str(i)
         folder.mkdir()
         (folder / ".metadata").write_bytes(data)
