@@ -62,7 +62,7 @@ class _CallFactory:
         return Call(self.module, self.name, args)
 
 
-class _TreeUnpickler(pickle.Unpickler):
+class _TreeNodes:
     """Reads a seed's (trusted) .metadata into nodes: globals become Global / Obj / Call nodes."""
 
     def find_class(self, module, name):
@@ -80,10 +80,18 @@ def _setstate(self, state):
 Obj.__setstate__ = _setstate  # BUILD of a parsed Obj keeps its state
 
 
-def parse_tree(data):
+class _TreeUnpickler(_TreeNodes, pickle.Unpickler):  # pickle's C unpickler
+    pass
+
+
+class _PyTreeUnpickler(_TreeNodes, pickle._Unpickler):  # its pure-Python one, as lowbit's
+    pass
+
+
+def parse_tree(data, unpickler=_TreeUnpickler):
     import io
 
-    return _TreeUnpickler(io.BytesIO(data)).load()
+    return unpickler(io.BytesIO(data)).load()
 
 
 # --- mutations ------------------------------------------------------------------------------------------
@@ -376,8 +384,13 @@ def execute(ctx, seed, full, pool):
             raise Finding("a linked .metadata was read")
         try:
             parsed = parse_tree(meta)
-        except Exception as e:
-            raise Finding(f"lowbit read metadata the fuzzer's own parser refuses ({e})") from None
+        except Exception:
+            # the C unpickler refuses what the Python one lets pass (a BUILD of a false non-dict
+            # state, a no-op there): the paths as the Python one reads them
+            try:
+                parsed = parse_tree(meta, _PyTreeUnpickler)
+            except Exception as e:
+                raise Finding(f"lowbit read metadata the fuzzer's own parser refuses ({e})") from None
         for _, info in storage_items(parsed):
             path = (_dict_state(info) or {}).get("relative_path")
             if not plain_inside(ctx.folder, path):
