@@ -62,11 +62,14 @@ std::string canonical_of(const std::string& path) {
   return out;
 }
 
-int plugin_fd(const std::string& path) {
-  const std::string canonical = canonical_of(path);
+// The open file of a plugin path, and its canonical path. A path already opened (as given, or as
+// open_plugin returned it) is never resolved again: a link put at its place later changes nothing.
+std::pair<std::string, int> plugin_file(const std::string& path) {
   OpenPlugins& p = open_plugins();
   std::lock_guard lock(p.mutex);
-  if (const auto found = p.fds.find(canonical); found != p.fds.end()) return found->second;
+  if (const auto found = p.fds.find(path); found != p.fds.end()) return {found->first, found->second};
+  const std::string canonical = canonical_of(path);
+  if (const auto found = p.fds.find(canonical); found != p.fds.end()) return {found->first, found->second};
   const int fd = ::open(canonical.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) throw std::runtime_error("'" + path + "': " + std::strerror(errno));
   struct stat st {};
@@ -75,8 +78,10 @@ int plugin_fd(const std::string& path) {
     throw std::runtime_error("'" + path + "' is not a file");
   }
   p.fds.emplace(canonical, fd);
-  return fd;
+  return {canonical, fd};
 }
+
+int plugin_fd(const std::string& path) { return plugin_file(path).second; }
 
 // --- kernels running now, for the signal handlers --------------------------------------------------
 
@@ -374,10 +379,7 @@ bool kernel_memory_limited() {
 #endif
 }
 
-std::string open_plugin(const std::string& path) {
-  plugin_fd(path);
-  return canonical_of(path);
-}
+std::string open_plugin(const std::string& path) { return plugin_file(path).first; }
 
 std::string plugin_sha256(const std::string& path) {
   const int fd = plugin_fd(path);

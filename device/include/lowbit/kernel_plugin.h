@@ -6,6 +6,11 @@
  * schema (dtype and shape as the reference produces them, zero-filled), calls run once per case in a
  * child process with a time limit, and compares the outputs with the reference's bit for bit.
  *
+ * That child is a sandbox (docs/verifying-a-kernel.md, "The sandbox"): a process group of its own,
+ * killed whole as soon as run returns (nothing a kernel forks outlives the call); stdout and stderr
+ * shown on lowbit's stderr prefixed "kernel| "; an address-space limit for host kernels
+ * (--kernel-memory) and a CPU-time limit; no file a kernel can write where Linux has Landlock.
+ *
  * Plain C: no C++ types and no exceptions cross this boundary (a C++ kernel catches its own and
  * returns a status). Every pointer the harness passes stays valid for the duration of the call only.
  * docs/verifying-a-kernel.md has a worked example; conformance/mutants/ holds plugins to copy from.
