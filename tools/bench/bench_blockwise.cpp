@@ -16,7 +16,7 @@
 // parameter and G its gradient, each from a fresh state (the optimizers' zeros) and one step further
 // per timed call: torchao's AdamW8bit step (block 256, lr 1e-3, betas 0.9/0.999, eps 1e-8, weight
 // decay 0.01: AdamW8bit's defaults) and bitsandbytes' Adam8bit CPU step (block 256, the same without
-// weight decay); --unfused-lerp: torchao's step with the lerp rounded twice (AdamHyper::fused false,
+// weight decay) and its Lion8bit CPU step (lr 1e-4, betas 0.9/0.99, no decay); --unfused-lerp: torchao's step with the lerp rounded twice (AdamHyper::fused false,
 // torch.compile's CPU arithmetic). --dump writes the states after the first and second steps (with
 // --repeats 2 or more: each repetition steps once). An untimed step on a copy of torchao's state
 // comes first, so that no timed step builds the search tables. --only-steps: the
@@ -35,6 +35,7 @@
 #include "lowbit/codebook.hpp"
 #include "lowbit/fp8_cast.hpp"
 #include "lowbit/optimizer.hpp"
+#include "lowbit/optimizer_bnb_rules.hpp"
 #include "lowbit/simd_level.hpp"
 
 using namespace lowbit;
@@ -183,7 +184,9 @@ int main(int argc, char** argv) try {
   const optimizer::BnbAdamHyper bnb_hyper;
   const auto bnb_signed = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
              bnb_unsigned = codebook::dynamic_map(false, 7, 8, codebook::Linspace::Fma, true);
-  StepState t8_step, t8_step_s, bnb_step, bnb_step_s;
+  // bitsandbytes' Lion8bit at its defaults (lr 1e-4, betas 0.9 / 0.99, no decay): one state, the signed map
+  const optimizer::BnbRuleHyper lion_hyper;
+  StepState t8_step, t8_step_s, bnb_step, bnb_step_s, lion_step, lion_step_s;
   auto torchao_step = [&](StepState& st, bool fast) {
     auto& run = fast ? optimizer::torchao_adam_step : optimizer::scalar::torchao_adam_step;
     run(st.param, grad, st.torchao_step, st.m, st.v, nullptr, torchao_hyper, torchao_options);
@@ -193,11 +196,18 @@ int main(int argc, char** argv) try {
     if (fast) optimizer::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256, threads);
     else optimizer::scalar::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256);
   };
+  auto bnb_lion = [&](StepState& st, bool fast) {
+    ++st.bnb_step;
+    if (fast) optimizer::bnb_rule_cpu_step(optimizer::BnbRule::Lion, st.param, grad, st.bnb_step, st.m, lion_hyper, 256, threads);
+    else optimizer::scalar::bnb_rule_cpu_step(optimizer::BnbRule::Lion, st.param, grad, st.bnb_step, st.m, lion_hyper, 256);
+  };
   if (!grad.empty()) {
+    lion_step = lion_step_s = fresh_state(x, bnb_signed, bnb_unsigned);  // its v stays untouched
     t8_step = t8_step_s = fresh_state(x, s8, codebook::unsigned8());
     bnb_step = bnb_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
     steps = {{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
-             {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }}};
+             {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }},
+             {"bnb_lion8bit_step", [&] { bnb_lion(lion_step, true); }, [&] { bnb_lion(lion_step_s, false); }}};
   }
   if (only_steps) ops.clear();
   std::vector<StepState> after_steps;  // for --dump: the states after the first two fast steps
@@ -227,11 +237,12 @@ int main(int argc, char** argv) try {
       if (scalar_too) j["scalar_s"][op.name].push_back(seconds(op.scalar));
     }
     if (r < 2 && !dump_dir.empty() && !steps.empty())
-      for (const StepState* st : {&t8_step, &bnb_step}) after_steps.push_back(*st);
+      for (const StepState* st : {&t8_step, &bnb_step, &lion_step}) after_steps.push_back(*st);
   }
   bool same = true;
   if (scalar_too) {
-    same = (steps.empty() || (same_state(t8_step, t8_step_s) && same_state(bnb_step, bnb_step_s))) &&
+    same = (steps.empty() || (same_state(t8_step, t8_step_s) && same_state(bnb_step, bnb_step_s) &&
+                              same_state(lion_step, lion_step_s))) &&
            t8.codes == t8s.codes && t4.codes == t4s.codes && tf8.codes == tf8s.codes && bnb.codes == bnbs.codes &&
            cast.codes == casts.codes && std::memcmp(t8.scale.data(), t8s.scale.data(), t8.scale.size() * 4) == 0 &&
            std::memcmp(tf8.scale.data(), tf8s.scale.data(), tf8.scale.size() * 4) == 0 &&
@@ -251,11 +262,12 @@ int main(int argc, char** argv) try {
   if (!dump_dir.empty()) {
     for (std::size_t k = 0; k < after_steps.size(); ++k) {
       const StepState& st = after_steps[k];
-      const std::string stem = dump_dir + (k % 2 == 0 ? "/torchao8_adamw_step" : "/bnb_adam8bit_step") + ".step" +
-                               std::to_string(k / 2 + 1);
+      const char* const names[] = {"/torchao8_adamw_step", "/bnb_adam8bit_step", "/bnb_lion8bit_step"};
+      const std::string stem = dump_dir + names[k % 3] + ".step" + std::to_string(k / 3 + 1);
       dump(stem + ".param.f32", st.param);
       dump(stem + ".m.u8", st.m.codes);
       dump(stem + ".m.scale.f32", st.m.scale);
+      if (k % 3 == 2) continue;  // Lion keeps one moment
       dump(stem + ".v.u8", st.v.codes);
       dump(stem + ".v.scale.f32", st.v.scale);
     }

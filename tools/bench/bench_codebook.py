@@ -7,12 +7,13 @@ a streaming pass (fp8::streaming_floor: read float32, write a byte, by the cast'
 arithmetic) as the memory floor, and a widening pass (fp8::widening_floor: read a byte, write
 float32) as the dequantizers' floor (their share column is against it: they write four bytes per
 element). torchao's search tables are built before the reference's timed calls (as torch.compile
-compiles before the peers' timed calls); each build is its own row. And two optimizer steps on the
+compiles before the peers' timed calls); each build is its own row. And three optimizer steps on the
 data as the parameter with a second array as its gradient, from the optimizers' fresh states:
 torchao's AdamW8bit step (what `torchao.optim.AdamW8bit.step()` runs on the CPU: its
 torch.compile'd `single_param_adam`, whose lerp rounds twice, so the reference's step runs with
 AdamHyper::fused false) and bitsandbytes' 8-bit block-wise Adam CPU update
-(`bitsandbytes.functional.optimizer_update_8bit_blockwise`), each at 1 thread and at --threads
+(`bitsandbytes.functional.optimizer_update_8bit_blockwise`), and the same update's Lion ("lion",
+Lion8bit's defaults), each at 1 thread and at --threads
 (each thread count in a worker process of its own: torch.compile bakes the thread count into its
 kernels), against the reference's fast step at the same thread counts.
 
@@ -143,7 +144,8 @@ def build_peers(env, x):
 
 
 STEP_ARRAYS = ("param.f32", "m.u8", "m.scale.f32", "v.u8", "v.scale.f32")
-STEP_OPS = {"torchao8_adamw_step": "torchao compiled", "bnb_adam8bit_step": "bitsandbytes CPU"}
+STEP_OPS = {"torchao8_adamw_step": "torchao compiled", "bnb_adam8bit_step": "bitsandbytes CPU",
+            "bnb_lion8bit_step": "bitsandbytes CPU"}
 
 
 def step_worker(args):
@@ -182,6 +184,15 @@ def step_worker(args):
             bnbF.optimizer_update_8bit_blockwise("adam", g, pb, s1, s2, 0.9, 0.999, 0.0, 0.0, 1e-8, counter[0], 1e-3,
                                                  q1, q2, a1, a2, weight_decay=0.0, gnorm_scale=1.0)
         steps["bnb_adam8bit_step"] = (bnb_step, lambda: (pb, s1, a1, s2, a2))
+        # Lion8bit at its defaults (lr 1e-4, betas 0.9 / 0.99, no decay): one state, the signed map
+        pl, l1, la1 = x.clone(), torch.zeros(n, dtype=torch.uint8), torch.zeros(n // 256)
+        lion_counter = [0]
+
+        def lion_step():
+            lion_counter[0] += 1
+            bnbF.optimizer_update_8bit_blockwise("lion", g, pl, l1, None, 0.9, 0.99, 0.0, 0.0, 0.0, lion_counter[0], 1e-4,
+                                                 q1, None, la1, None, weight_decay=0.0, gnorm_scale=1.0)
+        steps["bnb_lion8bit_step"] = (lion_step, lambda: (pl, l1, la1))
     except ImportError as e:
         log(f"bench worker: bitsandbytes skipped ({e})")
     for k in (1, 2):
@@ -207,6 +218,8 @@ def step_differences(np, ours, theirs, op, k):
     """Per array of a step's state: 'equal' or how many elements differ."""
     out = {}
     for name in STEP_ARRAYS:
+        if not os.path.exists(os.path.join(ours, f"{op}.step{k}.{name}")):
+            continue  # Lion keeps one moment
         dtype = np.uint32 if name.endswith(".f32") else np.uint8
         a = np.fromfile(os.path.join(ours, f"{op}.step{k}.{name}"), dtype=dtype)
         b = np.fromfile(os.path.join(theirs, f"{op}.step{k}.{name}"), dtype=dtype)
@@ -393,7 +406,7 @@ def main():
     if step_agree:
         md.append("")
         md.append("The steps' states against the reference's after the same steps from the same fresh state (param, "
-                  "codes and scales of both moments): "
+                  "codes and scales of its moments): "
                   + "; ".join(f"{k}: " + ", ".join(f"{a} {v}" for a, v in d.items()) for k, d in step_agree.items()) + ".")
     if skipped:
         md.append("Skipped: " + "; ".join(skipped) + ".")
