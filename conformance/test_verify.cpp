@@ -554,21 +554,27 @@ TEST_CASE("our kernels' torchao search and E4M3 casts are the reference's on 393
 }
 
 TEST_CASE("our kernels' dequantizations and x86 NaN rules are the reference's and the CPU's") {
-  // torchao.fp8: every code under scales with NaN, Inf, zero and subnormal among them, both widenings
+  // torchao.fp8: every code under scales with NaN, Inf, zero and subnormal among them, both widenings,
+  // in blocks of 1 (torch's same-shape loop: 460 elements leave a rest of 12), 20, 23 and 460
+  // (broadcast loops with rests of 4, 7 and 12): every other code a NaN (0x7F, 0xFF), so that NaN codes
+  // under a NaN scale sit in every lane, where torch's CPU loop returns the scale's NaN or the code's
   const float inf = std::numeric_limits<float>::infinity();
-  std::vector<std::uint8_t> codes(256);
-  for (unsigned c = 0; c < 256; ++c) codes[c] = static_cast<std::uint8_t>(c);
-  for (float s : {1.5f, 0.0f, inf, float_from_bits(0x7FA00001u), float_from_bits(0x00000003u), 3.0e38f})
-    for (auto widening : {blockwise::NanWidening::Payload, blockwise::NanWidening::Quiet}) {
-      const std::vector<float> scale(1, s);
-      const std::vector<float> want = blockwise::torchao_fp8_dequantize(codes, scale, 256, widening);
-      const std::uint32_t nan_bits = widening == blockwise::NanWidening::Payload ? 0x7FF00000u : 0x7FC00000u;
-      for (unsigned c = 0; c < 256; ++c) {
-        CAPTURE(c);
-        CAPTURE(bits_of(s));
-        CHECK(bits_of(lowbit_kernels::torchao::fp8_dequant(static_cast<std::uint8_t>(c), s, nan_bits)) == bits_of(want[c]));
+  const std::size_t n = 460;
+  std::vector<std::uint8_t> codes(n);
+  for (std::size_t i = 0; i < n; ++i) codes[i] = static_cast<std::uint8_t>(i % 2 ? i * 97 % 256 : i % 4 ? 0xFF : 0x7F);
+  for (std::size_t block : {std::size_t{1}, std::size_t{20}, std::size_t{23}, n})
+    for (float s : {1.5f, 0.0f, inf, float_from_bits(0x7FA00001u), float_from_bits(0x00000003u), 3.0e38f})
+      for (auto widening : {blockwise::NanWidening::Payload, blockwise::NanWidening::Quiet}) {
+        const std::vector<float> scale(n / block, s);
+        const std::vector<float> want = blockwise::torchao_fp8_dequantize(codes, scale, block, widening);
+        const std::uint32_t nan_bits = widening == blockwise::NanWidening::Payload ? 0x7FF00000u : 0x7FC00000u;
+        for (std::size_t i = 0; i < n; ++i) {
+          CAPTURE(block);
+          CAPTURE(i);
+          CAPTURE(bits_of(s));
+          CHECK(bits_of(lowbit_kernels::torchao::fp8_dequant(codes[i], s, nan_bits, i, block, n)) == bits_of(want[i]));
+        }
       }
-    }
   // mul_x86 and div_x86 against this CPU's own SSE results (volatile: no constant folding)
   const float values[] = {0.0f, -0.0f, 1.0f, -2.5f, inf, -inf, float_from_bits(0x7FC00000u), float_from_bits(0xFFA00001u),
                           float_from_bits(0x7F800001u), float_from_bits(0x00000001u), 3.0e38f};

@@ -50,7 +50,7 @@ int32_t fp8_on_host(const Fp8Args& a, char*, uint64_t) {
     a.scale[b] = s;
     for (uint64_t i = start; i < start + a.block; ++i) {
       a.codes[i] = torchao::fp8_code(a.x[i], s, cast);
-      a.dequant[i] = torchao::fp8_dequant(a.codes[i], s, a.nan_bits);
+      a.dequant[i] = torchao::fp8_dequant(a.codes[i], s, a.nan_bits, i, a.block, a.n);
     }
   }
   return 0;

@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kMaxThreads) torchao_fp8_kernel(Fp8Args a) {
   for (uint64_t i = start + threadIdx.x; i < end; i += blockDim.x) {
     const uint8_t c = torchao::fp8_code(a.x[i], s, cast);
     a.codes[i] = c;
-    a.dequant[i] = torchao::fp8_dequant(c, s, a.nan_bits);
+    a.dequant[i] = torchao::fp8_dequant(c, s, a.nan_bits, i, a.block, a.n);
   }
 }
 

@@ -7,6 +7,7 @@
 // torchao-fp8.md state the arithmetic.
 #include "e4m3.cuh"
 #include "ieee_ops.cuh"
+#include "lowbit/torch_cpu_mul.hpp"
 
 namespace lowbit_kernels::torchao {
 
@@ -67,11 +68,19 @@ using lowbit_kernels::Fp8Cast;
 LOWBIT_HOST_DEVICE inline uint8_t fp8_code(float x, float scale, Fp8Cast cast) { return encode_e4m3(div_x86(x, scale), cast); }
 
 // Reference: torchao 0.18 optim/subclass_fp8.py OptimStateFp8.dequantize: float(code) * scale, a NaN
-// code widened to nan_bits | sign (0x7FF00000: c10's scalar path; 0x7FC00000: the AVX-512 one), a NaN
-// scale winning as it is.
-LOWBIT_HOST_DEVICE inline float fp8_dequant(uint8_t c, float scale, uint32_t nan_bits) {
-  if (is_nan(scale)) return scale;
-  return mul_x86(decode_e4m3_or(c, float_of(nan_bits | (static_cast<uint32_t>(c & 0x80u) << 24))), scale);
+// code widened to nan_bits | sign (0x7FF00000: c10's scalar path; 0x7FC00000: the AVX-512 one). A NaN
+// scale wins as it is, except over a NaN code where torch's CPU loop returns the code's NaN: element i
+// of n in blocks of block_size, by torch_cpu_mul.hpp's rule for the vectorized loops (capability AVX2,
+// the format's default).
+LOWBIT_HOST_DEVICE inline float fp8_dequant(uint8_t c, float scale, uint32_t nan_bits, uint64_t i, uint64_t block,
+                                            uint64_t n) {
+  const float v = decode_e4m3_or(c, float_of(nan_bits | (static_cast<uint32_t>(c & 0x80u) << 24)));
+  if (is_nan(scale))
+    return is_nan(v) && !lowbit::torchao_fp8_scale_nan_wins(static_cast<int64_t>(i), static_cast<int64_t>(block),
+                                                            static_cast<int64_t>(n), true)
+               ? v
+               : scale;
+  return mul_x86(v, scale);
 }
 
 }  // namespace lowbit_kernels::torchao

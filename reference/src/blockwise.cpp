@@ -108,17 +108,12 @@ std::span<const float> block_of(std::span<const float> x, std::size_t b, std::si
 
 // ---- one block, scalar: the readable definitions --------------------------------------------------
 
-// torchao's FP8 dequantize, codes.float().view(-1, block_size) * scale.view(-1, 1), where element i of
-// n and its scale are both NaN: true when torch returns the scale's NaN. Blocks of one element make
-// the product two tensors of the same shape (torch's element-wise loop over all n elements), larger
-// ones a broadcast of each block's scale (its loop over the block); torch_cpu_mul.hpp has both rules.
+// torchao's FP8 dequantize: whether element i of n takes its block's NaN scale over its own NaN
+// (torch_cpu_mul.hpp, torchao_fp8_scale_nan_wins, shared with our CUDA kernel).
 bool scale_nan_wins(std::size_t i, std::size_t block_size, std::size_t n, bool vectorized) {
-  if (block_size == 1)
-    return torch_mul_same_shape_b_nan_wins(static_cast<std::int64_t>(i), static_cast<std::int64_t>(n), vectorized);
-  return torch_mul_broadcast_nan_wins(static_cast<std::int64_t>(i % block_size), static_cast<std::int64_t>(block_size),
-                                      vectorized);
+  return torchao_fp8_scale_nan_wins(static_cast<std::int64_t>(i), static_cast<std::int64_t>(block_size),
+                                    static_cast<std::int64_t>(n), vectorized);
 }
-
 
 float torchao_block(std::span<const float> block, std::span<const float> qmap, std::uint8_t* codes) {
   const float scale = clip_below(torch_amax_abs(block), kTorchaoScaleFloor);

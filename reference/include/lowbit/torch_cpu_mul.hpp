@@ -4,7 +4,17 @@
 // operand of `length` contiguous elements times one broadcast value, or (blocks of one element) two
 // tensors of the same shape. x86 returns an instruction's first source's NaN, and torch's compiled
 // loops order the operands differently by lane (docs/formats/torchao-fp8.md, "Whose NaN").
+// Plain integer functions, also compiled for the device: our CUDA torchao.fp8 kernel
+// (device/kernels/torchao_blockwise.cuh) gives the reference's bits by the same rules.
 #include <cstdint>
+
+#ifndef LOWBIT_HOST_DEVICE
+#if defined(__CUDACC__)
+#define LOWBIT_HOST_DEVICE __host__ __device__
+#else
+#define LOWBIT_HOST_DEVICE
+#endif
+#endif
 
 namespace lowbit {
 
@@ -16,7 +26,7 @@ namespace lowbit {
 //   scalar (capability default): in each chunk of 16, its first 3 the broadcast's and the other 13
 //     their own; the rest the broadcast's.
 // AVX-512 gives the AVX2 pattern (observed for every length from 2 to 129).
-inline bool torch_mul_broadcast_nan_wins(std::int64_t p, std::int64_t length, bool vectorized) {
+LOWBIT_HOST_DEVICE inline bool torch_mul_broadcast_nan_wins(std::int64_t p, std::int64_t length, bool vectorized) {
   const std::int64_t rest = length % 16, rest_start = length - rest;
   if (!vectorized) return p >= rest_start || p % 16 < 3;
   if (p < rest_start) return true;
@@ -36,7 +46,7 @@ inline bool torch_mul_broadcast_nan_wins(std::int64_t p, std::int64_t length, bo
 //     except its last element when r is odd and at least 3 (a's).
 // One loop over n elements: torch splits a loop of more than 32 768 elements (at::internal::GRAIN_SIZE)
 // among its threads, each part with its own chunks and rest, which this does not model.
-inline bool torch_mul_same_shape_b_nan_wins(std::int64_t p, std::int64_t n, bool vectorized) {
+LOWBIT_HOST_DEVICE inline bool torch_mul_same_shape_b_nan_wins(std::int64_t p, std::int64_t n, bool vectorized) {
   const std::int64_t r = n % 16, rest_start = n - r;
   if (!vectorized) return p < rest_start ? (p % 16 >= 9 && p % 16 < 13) : !(r % 2 == 1 && r >= 3 && p == n - 1);
   if (p < rest_start) return true;
@@ -44,6 +54,16 @@ inline bool torch_mul_same_shape_b_nan_wins(std::int64_t p, std::int64_t n, bool
   if (q < eights) return true;
   if (q < eights + fours) return false;
   return !(q - eights - fours == 2 && r != 3);
+}
+
+// torchao's FP8 dequantize, codes.float().view(-1, block_size) * scale.view(-1, 1), where element i of
+// n and its block's scale are both NaN: true when torch returns the scale's NaN. Blocks of one element
+// make the product two tensors of the same shape (torch's element-wise loop over all n elements), larger
+// ones a broadcast of each block's scale (its loop over the block).
+LOWBIT_HOST_DEVICE inline bool torchao_fp8_scale_nan_wins(std::int64_t i, std::int64_t block_size, std::int64_t n,
+                                                          bool vectorized) {
+  if (block_size == 1) return torch_mul_same_shape_b_nan_wins(i, n, vectorized);
+  return torch_mul_broadcast_nan_wins(i % block_size, block_size, vectorized);
 }
 
 }  // namespace lowbit
