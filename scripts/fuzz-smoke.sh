@@ -8,13 +8,17 @@
 # (python/tests/fuzz_dcp.py, a seeded mutation loop from python/tests/fuzz_seeds_dcp/; default 500
 # executions; torch's stages too where .venv has torch), in .venv (scripts/setup-python.sh builds it
 # when it lacks lowbit). One line per target: "fuzz-smoke: TARGET: ok (...)" or "fuzz-smoke: TARGET:
-# FAILED"; exits non-zero when any failed. Crash inputs go to build/fuzz/artifacts/.
-# Usage: fuzz-smoke.sh [READER_RUNS [PIPELINE_RUNS [DCP_RUNS]]]
+# FAILED"; exits non-zero when any failed. Crash inputs go to build/fuzz/artifacts/. The plugin host
+# (conformance/fuzz_seeds_plugin/, default 300 executions: each forks a sandboxed child per table
+# and kernel) against a plugin whose table and misbehaving kernels the input decides
+# (conformance/plugins/fuzz_plugin.cpp).
+# Usage: fuzz-smoke.sh [READER_RUNS [PIPELINE_RUNS [DCP_RUNS [PLUGIN_RUNS]]]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reader_runs="${1:-100000}"
 pipeline_runs="${2:-6000}"
 dcp_runs="${3:-500}"
+plugin_runs="${4:-300}"
 bash scripts/build.sh fuzz
 bin=build/fuzz/conformance
 mkdir -p build/fuzz/artifacts
@@ -52,6 +56,8 @@ for target in fuzz_inspect fuzz_compare fuzz_conform; do
   ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0 \
     run_target "$target" conformance/fuzz_seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
 done
+# The plugin host: inputs are scripts of up to 512 bytes, the plugin's table and its kernels' behaviour.
+run_target fuzz_plugin_host conformance/fuzz_seeds_plugin "$plugin_runs" 512 -len_control=0
 
 .venv/bin/python -c "import lowbit" 2>/dev/null || bash scripts/setup-python.sh
 start=$SECONDS
