@@ -16,6 +16,7 @@
 #include "elementwise.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
+#include "lowbit/compare.hpp"
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/sha256.hpp"
@@ -360,4 +361,35 @@ TEST_CASE("issue 30: bitsandbytes' default back end widens f16 8 lanes at a time
     CHECK(tensor_hex(out, "scale") == hex_words({0x7FC02000u, 0x7FC02000u, 0x7FFFFFFFu}));
     CHECK(out.require("codes").u8() == std::vector<std::uint8_t>(12, 0xFF));
   }
+}
+
+TEST_CASE("issue 30: torchao's 4-bit state with an odd block size packs pairs across blocks") {
+  // torchao 0.18 subclass_4bit.py: st = OptimState4bit.zeros(12, signed=True, block_size=3);
+  // st.copy_(x) (scale_tensor, quantize_4bit_with_qmap, codes[::2] << 4 | codes[1::2]); st.dequantize(),
+  // torch 2.15 (the same bytes at avx512, avx2 and default). st.block_size reports 3; byte 1 holds
+  // element 2 (block 0) and element 3 (block 1).
+  const std::vector<float> x = {0.3f, -1.0f, 0.05f, 2.0f, 0.7f, -0.2f, 0.0f, 0.01f, -0.02f, 5.0f, -4.0f, 1.25f};
+  const Case out = run_format("torchao.codebook4.signed", x, {{"block_size", 3}});
+  CHECK(out.require("codes_packed").u8() == std::vector<std::uint8_t>{0xB0, 0x9F, 0xC4, 0x7C, 0x0F, 0x0B});
+  CHECK(tensor_hex(out, "scale") == hex_words({0x3F800000u, 0x40000000u, 0x3CA3D70Au, 0x40A00000u}));
+  CHECK(tensor_hex(out, "dequant") == hex_words({0x3E599999u, 0xBF633333u, 0x3D051EB9u, 0x40000000u, 0x3F600000u,
+                                                 0xBE1EB852u, 0x00000000u, 0x3C0F5C29u, 0xBC916872u, 0x40A00000u,
+                                                 0xC08E0000u, 0x3F880000u}));
+  // compared through the layout of bytes across blocks: byte 3 (elements 6 and 7) lies in block 2
+  CHECK(compare_cases(out, out, TolerancePolicy{}).conformant);
+  Case changed = out;
+  std::vector<std::uint8_t> packed = out.require("codes_packed").u8();
+  packed[3] ^= 0x10;
+  changed.add(Tensor::from_bytes("codes_packed", DType::U8, {6}, packed));
+  const ComparisonReport r = compare_cases(out, changed, TolerancePolicy{});
+  CHECK_FALSE(r.conformant);
+  for (const TensorComparison& t : r.tensors)
+    if (t.name == "codes_packed") {
+      REQUIRE(t.first_mismatches.size() == 1);
+      CHECK(t.first_mismatches[0].index == 3);
+      CHECK(t.first_mismatches[0].block == 2);
+    }
+  // an odd element count is no state torchao can hold (zeros(n) has n // 2 bytes): refused, named
+  CHECK_THROWS_WITH(run_format("torchao.codebook4.signed", std::vector<float>(9, 1.0f), {{"block_size", 3}}),
+                    doctest::Contains("odd count"));
 }

@@ -559,6 +559,21 @@ TEST_CASE("layouts resolve to block indices by hand") {
     CHECK(m.blocks == 8);
     CHECK(m.block_of(127) == 0);
     CHECK(m.block_of(128) == 1);
+    CHECK(m.straddling == 1);
+  }
+  SUBCASE("packed codes across blocks: an odd block size (torchao's 4-bit packing)") {
+    const nlohmann::json three = {{"block_size", 3}};
+    const BlockMap m = resolve_layout(blocks(packed_param_extent("block_size", 2), {}), {6}, three);
+    CHECK(m.blocks == 4);  // 12 elements in blocks of 3
+    CHECK(m.straddling == 2);
+    // byte k holds elements 2k and 2k + 1, and lies in the block of element 2k: 0, 0, 1, 2, 2, 3
+    CHECK(std::vector<std::size_t>{m.block_of(0), m.block_of(1), m.block_of(2), m.block_of(3), m.block_of(4), m.block_of(5)} ==
+          std::vector<std::size_t>{0, 0, 1, 2, 2, 3});
+    // an even block size keeps the plain layout of whole bytes
+    const BlockMap even = resolve_layout(blocks(packed_param_extent("block_size", 2), {}), {1024}, p);
+    CHECK(even.straddling == 1);
+    CHECK(even.blocks == 8);
+    CHECK(even.block_of(128) == 1);
   }
   SUBCASE("bad parameters name themselves") {
     CHECK_THROWS_WITH_AS(resolve_layout(blocks(param_extent("nope"), {}), {4}, p),

@@ -296,15 +296,19 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.default_params = {{"block_size", bits == 8 ? 256 : 128}};
   f.inputs = {f32_input(), qmap_input(bits == 8 ? 256 : 16)};
   f.outputs = blockwise_outputs(DType::U8);
-  // two codes a byte: byte k holds elements 2k and 2k + 1
+  // two codes a byte: byte k holds elements 2k and 2k + 1, of two blocks when block_size is odd
+  // (torchao 0.18 subclass_4bit.py packs codes[::2] << 4 | codes[1::2] over the whole flattened state)
   if (bits == 4)
-    f.outputs.push_back({"codes_packed", blocks(param_extent("block_size", 2), {"scale"}),
+    f.outputs.push_back({"codes_packed", blocks(packed_param_extent("block_size", 2), {"scale"}),
                          {.dtypes = {DType::U8}, .shape = packed_pairs_of("codes")}});
   f.run = [bits](const Case& in, const nlohmann::json& p, int threads) {
     const std::size_t block = block_size_from(p);
     const std::vector<float> x = in.require("input").f32(), q = in.require("qmap").f32();
     if (q.size() != (bits == 8 ? 256u : 16u)) throw std::runtime_error("qmap must have " + std::to_string(bits == 8 ? 256 : 16) + " entries");
     threads = worth_threads(x.size(), threads);
+    if (bits == 4 && x.size() % 2 != 0)  // zeros(n) holds n // 2 bytes, and copy_'s packing needs pairs
+      throw std::invalid_argument("torchao packs 4-bit codes in pairs over the whole state (codes[::2] << 4 | "
+                                  "codes[1::2]): " + std::to_string(x.size()) + " elements is an odd count");
     const auto quantized = blockwise::torchao_quantize(x, q, block, threads);
     std::vector<Tensor> out = {u8_tensor("codes", quantized.codes), f32_tensor("scale", quantized.scale),
                                f32_tensor("dequant", blockwise::torchao_dequantize(quantized.codes, quantized.scale, q, block, threads))};

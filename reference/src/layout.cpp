@@ -31,7 +31,7 @@ std::int64_t extent_param(const Extent& e, const nlohmann::json& params) {
     throw std::invalid_argument(fmt::format("{} must be a whole number from 1 to 2147483647{} ({})", e.param,
                                             e.minus_one_is_whole_axis ? ", or -1 for the whole axis" : "",
                                             it == params.end() ? "it is missing" : "got " + it->dump()));
-  if (v % e.per_stored != 0)
+  if (v % e.per_stored != 0 && !e.may_straddle)
     throw std::invalid_argument(fmt::format("{} ({}) must be a multiple of {}: {} per stored element", e.param, v,
                                             e.per_stored, e.per_stored));
   return v;
@@ -56,6 +56,18 @@ BlockMap resolve_layout(const Layout& layout, const std::vector<std::int64_t>& s
   m.block_columns = extent_along(layout.columns, columns, params);
   m.grid_columns = ceil_div(m.columns, m.block_columns);
   m.blocks = count ? ceil_div(rows, m.block_rows) * m.grid_columns : 0;
+  const Extent& e = layout.columns;
+  if (!layout.matrix && e.count == 0 && !e.param.empty() && e.per_stored > 1) {
+    const std::int64_t v = extent_param(e, params);
+    if (v % e.per_stored != 0) {  // (extent_param let it through: the extent may straddle)
+      m.straddling = static_cast<std::size_t>(e.per_stored);
+      m.block_columns = static_cast<std::size_t>(v);
+      m.grid_columns = count ? ceil_div(count * m.straddling, m.block_columns) : 1;
+      m.blocks = count ? m.grid_columns : 0;
+      m.description = fmt::format("blocks of {} elements, {} a stored element across their boundaries", v, m.straddling);
+      return m;
+    }
+  }
   if (m.block_elements() == 1) m.description = "one element per block";
   else if (m.block_rows >= rows && m.block_columns >= columns) m.description = "one block, the whole tensor";
   else if (!layout.matrix) m.description = fmt::format("blocks of {}", m.block_columns);

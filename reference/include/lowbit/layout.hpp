@@ -17,14 +17,22 @@ struct Extent {
   std::string param;            // else, when set: this parameter's value
   std::int64_t per_stored = 1;  // the parameter counts this many per stored element (4-bit codes: two per byte)
   bool minus_one_is_whole_axis = false;  // the parameter may be -1, meaning the whole axis (COAT's block_cut)
+  // The parameter need not be a multiple of per_stored: a stored element then may hold elements of two
+  // blocks (torchao's 4-bit packing pairs elements 2k and 2k + 1 whatever the block size), and lies in
+  // the block of its first element.
+  bool may_straddle = false;
 };
-inline Extent elements(std::int64_t n) { return {n, {}, 1, false}; }
-inline Extent param_extent(std::string name, std::int64_t per_stored = 1) { return {0, std::move(name), per_stored, false}; }
-inline Extent param_extent_or_whole_axis(std::string name) { return {0, std::move(name), 1, true}; }
+inline Extent elements(std::int64_t n) { return {n, {}, 1, false, false}; }
+inline Extent param_extent(std::string name, std::int64_t per_stored = 1) { return {0, std::move(name), per_stored, false, false}; }
+inline Extent param_extent_or_whole_axis(std::string name) { return {0, std::move(name), 1, true, false}; }
+// per_stored elements a stored element, packed across block boundaries (may_straddle).
+inline Extent packed_param_extent(std::string name, std::int64_t per_stored) {
+  return {0, std::move(name), per_stored, false, true};
+}
 
 // The value of an extent's parameter in params: a whole number from 1 to 2^31 - 1 (or -1 where the
-// extent allows the whole axis), a multiple of per_stored. std::invalid_argument naming it otherwise,
-// "block_size must be a whole number from 1 to 2147483647 (got -1)".
+// extent allows the whole axis), a multiple of per_stored unless the extent may straddle.
+// std::invalid_argument naming it otherwise, "block_size must be a whole number from 1 to 2147483647 (got -1)".
 std::int64_t extent_param(const Extent& e, const nlohmann::json& params);
 
 struct Layout {
@@ -53,9 +61,14 @@ struct BlockMap {
   std::size_t grid_columns = 1;                   // blocks per row of blocks
   std::size_t blocks = 0;
   std::string description;  // e.g. "128x128 tiles", "blocks of 256", for reports
+  // > 1: a flat layout whose stored elements each hold this many of the blocks' elements, straddling
+  // blocks (Extent::may_straddle with a block size that is not a multiple); block_columns then counts
+  // the blocks' elements, and stored element i lies in the block of its first element.
+  std::size_t straddling = 1;
 
   std::size_t block_elements() const { return block_rows * block_columns; }
   std::size_t block_of(std::size_t i) const {
+    if (straddling > 1) return i * straddling / block_columns;
     return i / columns / block_rows * grid_columns + i % columns / block_columns;
   }
 };
