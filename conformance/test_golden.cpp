@@ -525,6 +525,25 @@ TEST_CASE("issue 30: golden cases of torch's NaN rules, exported at the capabili
       {"torchao/torchao.adam.codebook8/bf16-nan-grad.cpu-default.step1.safetensors", "torchao's bf16 write-back at default", "avx2"},
       {"torchao/torchao.adam.codebook8/bf16-nan-grad.cpu-default.step2.safetensors", "torchao's bf16 write-back at default", "avx2"},
   };
+  // torchao's 4-bit state with an odd block size: packed pairs cross blocks (no capability in it)
+  std::vector<RuleCase> odd_blocks;
+  for (const char* path : {"torchao/torchao.codebook4.signed/normal.block5.n50.safetensors",
+                           "torchao/torchao.codebook4.signed/boundaries.block5.n50.safetensors",
+                           "torchao/torchao.codebook4.signed/normal.block33.n198.safetensors",
+                           "torchao/torchao.codebook4.signed/boundaries.block33.n198.safetensors",
+                           "torchao/torchao.codebook4.unsigned/normal.block5.n50.safetensors",
+                           "torchao/torchao.codebook4.unsigned/boundaries.block5.n50.safetensors",
+                           "torchao/torchao.codebook4.unsigned/normal.block33.n198.safetensors",
+                           "torchao/torchao.codebook4.unsigned/boundaries.block33.n198.safetensors"})
+    odd_blocks.push_back({path, "torchao 4-bit odd block size", ""});
+  for (const RuleCase& rc : odd_blocks) {
+    const std::string path = rc.path;
+    CAPTURE(path);
+    const Case golden = golden_case(path);
+    CHECK(golden.params().at("block_size").get<int>() % 2 == 1);
+    CHECK(golden.require("codes_packed").element_count() * 2 == golden.require("input").element_count());
+    CHECK(compare_with_params(golden).conformant);
+  }
   for (const RuleCase& rc : cases) {
     const std::string path = rc.path, rule = rc.rule;
     CAPTURE(path);
