@@ -1,6 +1,6 @@
 """Quantized optimizer states as users have them: torchao AdamW8bit / AdamW4bit / AdamWFp8 and
-bitsandbytes Adam8bit state_dict()s, in memory, in torch.save files and in torch distributed-checkpoint
-(DCP) folders. Each quantized state becomes a case of its registered format (codes, scale, qmap) so
+bitsandbytes' thirteen 8-bit optimizers' state_dict()s (_bnb_states.py), in memory, in torch.save
+files and in torch distributed-checkpoint (DCP) folders. Each quantized state becomes a case of its registered format (codes, scale, qmap) so
 that the engine's dequantizer, signature and audit apply; nothing here computes a value itself.
 
 State keys are dotted paths ("state.0.exp_avg", as DCP names them), the same for an in-memory
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _args, _arrays, _core, _dcp
+from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
 
@@ -106,32 +107,9 @@ def _torchao_state(key: str, s) -> QuantizedState:
 
 
 def _bnb_states(key: str, d: dict, block_size: int) -> list:
-    out = []
-    for k in ("1", "2"):
-        if f"state{k}" not in d:
-            continue
-        codes, codes_dtype = _numpy(f"{key}.state{k}", d[f"state{k}"])
-        if codes_dtype != "U8":  # a 32-bit state (parameters below min_8bit_size): not quantized
-            continue
-        for part in (f"absmax{k}", f"qmap{k}"):
-            if part not in d:
-                raise ValueError(f"{key}: bitsandbytes state{k} without {part}")
-        scale, scale_dtype = _numpy(f"{key}.absmax{k}", d[f"absmax{k}"])
-        qmap, qmap_dtype = _numpy(f"{key}.qmap{k}", d[f"qmap{k}"])
-        n = codes.size
-        if scale.size != -(-n // block_size):
-            raise ValueError(f"{key}.state{k}: {n} codes and {scale.size} absmax entries do not make blocks of "
-                             f"{block_size} (bnb_block_size=)")
-        case = Case(origin=f"{key}.state{k}")
-        _flat(case, "codes", codes, codes_dtype)
-        _flat(case, "scale", scale, scale_dtype)
-        _flat(case, "qmap", qmap, qmap_dtype)
-        fmt = "bnb.blockwise8.dynamic"  # the dequantizer reads the state's own qmap (signed state1, unsigned state2)
-        case.metadata = {"format": fmt, "params": json.dumps({"block_size": block_size}),
-                         "source": f"bitsandbytes 8-bit optimizer state ({key}.state{k})"}
-        stored = {f"state{k}": (codes, codes_dtype), f"absmax{k}": (scale, scale_dtype), f"qmap{k}": (qmap, qmap_dtype)}
-        out.append(QuantizedState(f"{key}.state{k}", "bitsandbytes", fmt, tuple(codes.shape), case, stored))
-    return out
+    """bitsandbytes' 8-bit states of one parameter (all thirteen classes: _bnb_states.py)."""
+    return [QuantizedState(k, "bitsandbytes", fmt, shape, case, stored)
+            for k, fmt, shape, case, stored in _bnb_states_of.bnb_states(key, d, block_size)]
 
 
 def _is_torchao_state(obj) -> bool:
