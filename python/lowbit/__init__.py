@@ -23,7 +23,8 @@ POLICY_DIR = os.path.join(os.path.dirname(__file__), "policies")
 __all__ = [
     "Case", "CaseError", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
     "reference", "compare", "load_case", "save_case", "case_bytes", "parse_case", "default_inputs", "dequantize",
-    "state_signature", "audit_state", "choose", "quantized_states", "dequantized_state_case",
+    "state_signature", "audit_state", "choose", "quantized_states", "dequantized_state_case", "tensor_signature",
+    "optimizer_signature",
 ]
 
 
@@ -181,4 +182,5 @@ def dequantize(case) -> "numpy.ndarray":
     return values
 
 
-from .state import audit_state, choose, dequantized_state_case, quantized_states, state_signature  # noqa: E402 (uses the above)
+from .state import (audit_state, choose, dequantized_state_case, optimizer_signature, quantized_states,  # noqa: E402
+                    state_signature, tensor_signature)  # (they use the above)

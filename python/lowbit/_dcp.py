@@ -249,6 +249,42 @@ def items(metadata, origin) -> list:
     return out
 
 
+def _shape(value, what, origin):
+    """A torch.Size as DCP pickles it (our stand-in gives a tuple; torch's own is a tuple too)."""
+    return tuple(_count(v, what, origin) for v in _ints(f"{origin}: {what}", tuple(value) if isinstance(value, tuple)
+                                                                 else value))
+
+
+def layouts(metadata, origin) -> dict:
+    """fqn -> (global size, [(chunk offsets, chunk sizes)]) of every tensor the metadata declares
+    (state_dict_metadata's TensorStorageMetadata), each field checked; byte items are left out."""
+    declared = _field(metadata, "Metadata", "state_dict_metadata", origin)
+    if not isinstance(declared, dict):
+        raise CaseError(f"{origin}: state_dict_metadata is a {type(declared).__name__}, not a dict")
+    out = {}
+    for fqn, md in declared.items():
+        if not isinstance(fqn, str):
+            raise CaseError(f"{origin}: a tensor named by a {type(fqn).__name__}, not a string")
+        where = f"{origin}: {_short(fqn)}"
+        kind = md.kind if isinstance(md, _Record) else type(md).__name__
+        if kind == "BytesStorageMetadata":
+            continue
+        size = _shape(_field(md, "TensorStorageMetadata", "size", where), "size", where)
+        chunks = _field(md, "TensorStorageMetadata", "chunks", where)
+        if not isinstance(chunks, list):
+            raise CaseError(f"{where}: chunks is a {type(chunks).__name__}, not a list")
+        boxes = []
+        for c in chunks:
+            offsets = _shape(_field(c, "ChunkStorageMetadata", "offsets", where), "chunk offsets", where)
+            sizes = _shape(_field(c, "ChunkStorageMetadata", "sizes", where), "chunk sizes", where)
+            if len(offsets) != len(size) or len(sizes) != len(size):
+                raise CaseError(f"{where}: a chunk of {len(offsets)}/{len(sizes)} dimensions in a tensor of "
+                                f"{len(size)}")
+            boxes.append((offsets, sizes))
+        out[fqn] = (size, boxes)
+    return out
+
+
 def _open_inside(folder_fd, relative, origin):
     """A read-only descriptor of the regular file `relative` inside the folder: no absolute path, no
     empty, '.' or '..' component, no symbolic link anywhere (O_NOFOLLOW on each component, opened from
@@ -348,6 +384,11 @@ class Folder:
 
     def items(self, weights_only=True) -> list:
         return items(self.metadata(weights_only), os.path.join(self.path, METADATA_NAME))
+
+    def contents(self, weights_only=True):
+        """(items, layouts) of one reading of the metadata."""
+        metadata, origin = self.metadata(weights_only), os.path.join(self.path, METADATA_NAME)
+        return items(metadata, origin), layouts(metadata, origin)
 
     def read(self, item_list) -> list:
         """(item, its bytes) for each item, each file opened once, each range checked against the

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _args, _arrays, _core, _dcp
+from . import _args, _arrays, _core, _dcp, _sharded
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
@@ -133,7 +133,24 @@ def _sharded_torchao_state(key: str, d) -> QuantizedState:
     return s
 
 
+class _Chunks:
+    """A tensor a multi-rank DCP folder stores in several chunks: its global shape and each chunk's
+    offsets and object (a torchao state or a plain tensor), as the reader checked them against the
+    metadata."""
+
+    def __init__(self, fqn, shape, chunks):
+        self.fqn, self.shape, self.chunks = fqn, shape, chunks
+
+
+def _dcp_chunk_state(key, shape, offsets, obj) -> QuantizedState:
+    s = _torchao_state(key, obj)
+    s.global_shape, s.offsets, s.placements = tuple(shape), tuple(offsets), ("DCP chunk",)
+    return s
+
+
 def _walk(obj, key, found, plain, block_size):
+    """Quantized states into found; plain tensors into plain as (key, tensor, global shape, offsets),
+    the last two None outside a sharded tensor."""
     if _is_torchao_state(obj):
         found.append(_torchao_state(key, obj))
         return
@@ -141,13 +158,26 @@ def _walk(obj, key, found, plain, block_size):
         if _is_torchao_state(obj.to_local()):
             found.append(_sharded_torchao_state(key, obj))
         else:
-            plain.append(key)
+            from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+            _, offsets = compute_local_shape_and_global_offset(obj.shape, obj.device_mesh, obj.placements)
+            plain.append((key, obj.to_local(), tuple(int(e) for e in obj.shape), tuple(int(o) for o in offsets)))
+        return
+    if isinstance(obj, _Chunks):
+        for offsets, piece in obj.chunks:
+            if _is_torchao_state(piece):
+                found.append(_dcp_chunk_state(key, obj.shape, offsets, piece))
+            else:
+                plain.append((key, piece, obj.shape, offsets))
         return
     if isinstance(obj, dict):
         inner = dict(obj)
         if isinstance(inner.get(_BNB_WRAPPER), dict):  # bitsandbytes' FSDP-friendly wrapping of its quant state
             inner.update(inner.pop(_BNB_WRAPPER))
         if "state1" in inner and any(k in inner for k in ("absmax1", "qmap1")):
+            if any(isinstance(v, _Chunks) for v in inner.values()):
+                raise CaseError(f"{key}: a bitsandbytes state stored in several chunks; lowbit reads bitsandbytes' "
+                                f"states whole (bitsandbytes 0.50.2 does not step under FSDP2)")
             found.extend(_bnb_states(key, inner, block_size))
             inner = {k: v for k, v in inner.items() if not any(k.startswith(p) for p in ("state1", "state2", "absmax",
                                                                                         "qmap"))}
@@ -159,7 +189,7 @@ def _walk(obj, key, found, plain, block_size):
             _walk(v, f"{key}.{i}" if key else str(i), found, plain, block_size)
         return
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
-        plain.append(key)
+        plain.append((key, obj, None, None))
 
 
 def _torch_load(source, weights_only=True, origin=None):
@@ -181,24 +211,95 @@ def _torch_load(source, weights_only=True, origin=None):
 MAX_KEY_DEPTH = 64  # dotted components of one DCP item name
 
 
+def _is_sharded(fqn, items, layout) -> bool:
+    """Whether a DCP tensor is stored as chunks of a larger tensor (a multi-rank save)."""
+    if len(items) > 1:
+        return True
+    if layout is None:
+        return False
+    size, boxes = layout
+    return len(boxes) != 1 or boxes[0][1] != size or items[0].chunk_offset not in (None, boxes[0][0])
+
+
+def _check_chunks(path, fqn, items, layout):
+    """A sharded tensor's stored chunks against the metadata's: every declared chunk stored once, none
+    undeclared, and the declared chunks tiling the tensor (no overlap, none missing)."""
+    if layout is None:
+        raise CaseError(f"{path}: {fqn} is stored in {len(items)} chunks but the metadata declares no tensor of "
+                        f"that name")
+    size, boxes = layout
+    declared = {}
+    for offsets, sizes in boxes:
+        if offsets in declared:
+            raise CaseError(f"{path}: {fqn}: the metadata declares the chunk at offsets {list(offsets)} twice")
+        declared[offsets] = sizes
+    stored = set()
+    for it in items:
+        offsets = it.chunk_offset
+        if offsets not in declared:
+            raise CaseError(f"{path}: {fqn}: the chunk stored at offsets {list(offsets or ())} is not among the "
+                            f"metadata's chunks")
+        if offsets in stored:
+            raise CaseError(f"{path}: {fqn}: the chunk at offsets {list(offsets)} is stored twice")
+        stored.add(offsets)
+    for offsets, sizes in declared.items():
+        if offsets not in stored:
+            raise CaseError(f"{path}: {fqn}: the chunk at offsets {list(offsets)} of shape {list(sizes)} is declared "
+                            f"but not stored (a missing chunk)")
+    try:
+        _sharded.check_tiling(fqn, size, [{"offsets": list(o), "shape": list(e)} for o, e in boxes])
+    except ValueError as e:
+        raise CaseError(f"{path}: {e}") from None
+
+
+def _name(fqn: str) -> str:
+    """A DCP name for a message: as it is where it is short and printable, else bounded and quoted."""
+    return fqn if fqn.isprintable() and len(fqn) <= 200 else _dcp._short(fqn)
+
+
+def _object_shape(obj):
+    shape = getattr(obj, "shape", None)
+    try:
+        return tuple(int(e) for e in shape)
+    except (TypeError, ValueError):
+        return None
+
+
 def _read_dcp(path, weights_only=True) -> dict:
     """A torch distributed checkpoint folder, item by item as DCP stored it: a torchao state object is
-    read back whole (its codes), which loading into a plain tensor template would dequantize. Single-
-    process checkpoints (one chunk per tensor), as DCP saves without a process group. The metadata
-    and the item files are read as hostile input (_dcp.py: no code from the pickle runs, no file
-    outside the folder is opened); each item's bytes go through torch.load(weights_only=...)."""
+    read back whole (its codes), which loading into a plain tensor template would dequantize. A tensor
+    that several ranks saved in chunks becomes a _Chunks of its chunks, each checked against the
+    metadata (declared once, stored once, tiling the tensor, of the declared shape). The metadata and
+    the item files are read as hostile input (_dcp.py: no code from the pickle runs, no file outside
+    the folder is opened); each item's bytes go through torch.load(weights_only=...)."""
     with _dcp.Folder(path) as folder:
-        items = folder.items(weights_only)
-        seen = set()
+        items, layouts = folder.contents(weights_only)
+        by_fqn = {}
         for it in items:
-            if it.fqn in seen:
-                raise CaseError(f"{path}: {it.fqn} is stored in several chunks (a sharded save); lowbit reads "
-                                f"single-process checkpoints")
-            seen.add(it.fqn)
             if it.fqn.count(".") >= MAX_KEY_DEPTH:
                 raise CaseError(f"{path}: item {_dcp._short(it.fqn)} has more than {MAX_KEY_DEPTH} dotted parts")
+            by_fqn.setdefault(it.fqn, []).append(it)
+        sharded = {fqn for fqn, its in by_fqn.items() if _is_sharded(fqn, its, layouts.get(fqn))}
+        for fqn in sorted(sharded):
+            _check_chunks(path, _name(fqn), by_fqn[fqn], layouts.get(fqn))
         stored = folder.read(items)
-    flat = {it.fqn: _torch_load(io.BytesIO(data), weights_only, f"{path}: item {_dcp._short(it.fqn)}") for it, data in stored}
+    flat = {}
+    for it, data in stored:
+        where = f"{path}: item {_dcp._short(it.fqn)}"
+        if it.fqn in sharded:
+            where += f" chunk at offsets {list(it.chunk_offset or ())}"
+        obj = _torch_load(io.BytesIO(data), weights_only, where)
+        if it.fqn in layouts:
+            size, boxes = layouts[it.fqn]
+            expected = dict(boxes).get(it.chunk_offset, size) if it.fqn in sharded else size
+            if _object_shape(obj) != tuple(expected):
+                raise CaseError(f"{path}: {_name(it.fqn)}: the chunk at offsets {list(it.chunk_offset or ())} "
+                                f"holds a {type(obj).__name__} of shape {_dcp._short(_object_shape(obj))}; the "
+                                f"metadata declares {list(expected)}")
+        if it.fqn in sharded:
+            flat.setdefault(it.fqn, _Chunks(it.fqn, layouts[it.fqn][0], [])).chunks.append((it.chunk_offset, obj))
+        else:
+            flat[it.fqn] = obj
     # nested again by the dots of DCP's names, so that a state's parts (bitsandbytes' state1, absmax1,
     # qmap1) meet in one dict and keys read as in memory
     nested = {}
@@ -228,10 +329,8 @@ def load_state(source, weights_only=True):
     return source
 
 
-def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> list:
-    """Every quantized state in a state dict (or a torch.save file, or a DCP folder), sorted by key, as
-    QuantizedState: torchao OptimState8bit / OptimState4bit / OptimStateFp8 and bitsandbytes 8-bit
-    state1 / state2 (with their absmax and qmap), each as a case of its registered format."""
+def _find(state_dict, bnb_block_size, weights_only):
+    """(quantized states, plain tensors, whether the source was a DCP folder) as _walk finds them."""
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
     found, plain = [], []
@@ -242,25 +341,87 @@ def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_o
         if state is state_dict:
             raise
         raise CaseError(f"{os.fspath(state_dict)}: {e}") from None
-    return sorted(found, key=lambda s: s.key)
+    folder = isinstance(state_dict, (str, os.PathLike)) and os.path.isdir(state_dict)
+    return sorted(found, key=lambda s: (s.key, s.offsets)), plain, folder
+
+
+def _joined(key, chunks):
+    """One QuantizedState of a DCP tensor's chunks where they join into the state one process would
+    hold: each chunk one run of the global element order, the runs in a row, the same format, params
+    and table, every chunk but the last made of whole blocks (4-bit: whole bytes). None otherwise (the
+    layout cut the quantizer's blocks: the chunks stay apart)."""
+    first = chunks[0]
+    shape = first.global_shape
+    placed = []
+    for c in chunks:
+        r = _sharded.runs(shape, c.offsets, c.shape)
+        if len(r) != 1 or c.format != first.format or c.case.params != first.case.params:
+            return None
+        placed.append((r[0][0], r[0][1], c))
+    placed.sort(key=lambda p: p[0])
+    block = int(first.case.params["block_size"])
+    at = 0
+    for i, (start, length, c) in enumerate(placed):
+        last = i == len(placed) - 1
+        if start != at or (not last and (length % block or length % 2)):
+            return None
+        if "qmap" in c.case and not np.array_equal(c.case["qmap"], first.case["qmap"]):
+            return None
+        at += length
+    case = Case(origin=key)
+    for name in first.case:
+        parts = [p[2].case[name] for p in placed]
+        case[name] = parts[0] if name == "qmap" else np.concatenate(parts)
+        case.dtypes[name] = first.case.dtypes[name]
+    case.metadata = dict(first.case.metadata)
+    stored = {n: (np.concatenate([p[2].stored[n][0].reshape(-1) for p in placed]) if n != "qmap" else a, d)
+              for n, (a, d) in first.stored.items()}
+    return QuantizedState(key, first.library, first.format, tuple(shape), case, stored,
+                          placements=(f"joined from {len(chunks)} DCP chunks",))
+
+
+def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> list:
+    """Every quantized state in a state dict (or a torch.save file, or a DCP folder), sorted by key, as
+    QuantizedState: torchao OptimState8bit / OptimState4bit / OptimStateFp8 and bitsandbytes 8-bit
+    state1 / state2 (with their absmax and qmap), each as a case of its registered format. A state a
+    multi-rank DCP folder stores in chunks comes back joined into the whole state where the chunks hold
+    whole blocks of it; where the layout cut its blocks, or a chunk is unquantized, as one QuantizedState
+    per chunk (placements "DCP chunk", with its offsets and the global shape)."""
+    found, plain, _ = _find(state_dict, bnb_block_size, weights_only)
+    out, chunked = [], {}
+    for s in found:
+        if s.placements == ("DCP chunk",):
+            chunked.setdefault(s.key, []).append(s)
+        else:
+            out.append(s)
+    plain_parts = {key for key, _, shape, _ in plain if shape is not None}
+    for key, chunks in chunked.items():
+        joined = None if key in plain_parts else _joined(key, chunks)
+        out.extend([joined] if joined else chunks)
+    return sorted(out, key=lambda s: (s.key, s.offsets))
 
 
 @dataclass
 class StateSignature:
     """state_signature's result. ``digest`` covers everything below; compare two signatures with ==.
 
-    - ``stored``: sha256 over every quantized state's key, format, params and the sha256 of each stored
-      tensor's element bytes in C order (codes, scales, tables as stored: a 4-bit state's packed codes),
-      whatever the storage's strides, device or container;
-    - ``dequantized``: sha256 over every state's key and the signature of its dequantized values
-      (``lowbit inspect``'s: the engine's dequantized_signature);
-    - ``states``: per state key, its format, the sha256 of each stored tensor and its dequantized
-      signature, to see which state differs.
+    - ``stored``: sha256 over every chunk of every quantized state (a state held whole is one chunk):
+      its key, format, params, global shape, offsets and shape, and the sha256 of each stored tensor's
+      element bytes in C order (codes, scales, tables as stored: a 4-bit state's packed codes), whatever
+      the storage's strides, device or container. It depends on the shard layout.
+    - ``dequantized``: sha256 over every state's key, global shape and the hash of its dequantized values
+      in global element order (segments of 65 536 elements, lowbit/_sharded.py): the same for any
+      number of ranks wherever the quantizer's blocks are the same.
+    - ``states``: per state key, its format, global shape, chunks (offsets, shape, format, params,
+      stored tensors' sha256) and dequantized hash, to see which state differs.
+    - ``scope``: "whole" (states held whole), "local shard" (without a group, DTensor parts: this rank's
+      own, as if whole), "N ranks" (with a group) or "DCP folder of N chunks".
     """
     digest: str
     stored: str
     dequantized: str
     states: dict
+    scope: str = "whole"
 
     def __str__(self) -> str:
         return self.digest
@@ -269,33 +430,116 @@ class StateSignature:
         return isinstance(other, StateSignature) and self.digest == other.digest
 
 
-def _hex(text: str) -> str:
-    return _core.sha256(np.frombuffer(text.encode(), dtype=np.uint8))
+def _tensor_lines(s: QuantizedState) -> dict:
+    out = {}
+    for name, (array, dtype) in sorted(s.stored.items()):
+        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+        out[name] = f"{dtype} {list(array.shape)} {_core.sha256(flat)}"
+    return out
 
 
-def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> StateSignature:
-    """The signature of every quantized state in a state dict (or a torch.save file, or a DCP folder):
-    equal before and after a save/load round trip (torch.save, DCP), different when one code, scale or
-    table entry differs. ValueError when there is no quantized state."""
+def _chunk(s: QuantizedState, layout: bool) -> _sharded.Chunk:
     from . import dequantize
 
-    states = quantized_states(state_dict, bnb_block_size, weights_only)
-    if not states:
-        raise ValueError("no quantized optimizer state found (torchao OptimState8bit/4bit/Fp8 or bitsandbytes "
-                         "state1/state2 with absmax and qmap)")
-    stored_lines, dequant_lines, per_state = ["lowbit-state-signature 1 stored"], ["lowbit-state-signature 1 dequantized"], {}
-    for s in states:
-        tensors = {}
-        for name, (array, dtype) in sorted(s.stored.items()):
-            flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-            tensors[name] = f"{dtype} {list(array.shape)} {_core.sha256(flat)}"
-        dq = _core.dequantized_signature(dequantize(s.case))
-        per_state[s.key] = {"format": s.format, "params": s.case.params, "tensors": tensors, "dequantized": dq}
-        stored_lines.append(f"{s.key} {s.format} {json.dumps(s.case.params, sort_keys=True)} shape {list(s.shape)}")
-        stored_lines += [f"  {name} {text}" for name, text in tensors.items()]
-        dequant_lines.append(f"{s.key} {dq}")
-    stored, dequantized = _hex("\n".join(stored_lines)), _hex("\n".join(dequant_lines))
-    return StateSignature(_hex(f"{stored}\n{dequantized}"), stored, dequantized, per_state)
+    g, o = (s.global_shape, s.offsets) if layout else (s.shape, (0,) * len(s.shape))
+    return _sharded.Chunk(s.key, tuple(g), tuple(o), tuple(s.shape), s.format, s.case.params, _tensor_lines(s),
+                          np.asarray(dequantize(s.case), dtype=np.float32))
+
+
+def _plain_chunks(plain, keys) -> list:
+    """The unquantized parts of states that other chunks hold quantized (a rank whose part torchao left
+    in float32: fewer than 4096 elements, or not whole blocks): their values are the state's."""
+    out = []
+    for key, t, shape, offsets in plain:
+        if key not in keys or shape is None:
+            continue
+        a, dtype = _arrays.as_array(key, t)
+        where = f"{key}: chunk at offsets {list(offsets)} of shape {list(a.shape)}"
+        if dtype != "F32":
+            raise ValueError(f"{where} is an unquantized {dtype} tensor; lowbit reads float32 parts of quantized "
+                             f"states")
+        flat = np.ascontiguousarray(a).reshape(-1)
+        out.append(_sharded.Chunk(key, tuple(shape), tuple(offsets), tuple(a.shape), "plain", {},
+                                  {"values": f"F32 {list(a.shape)} {_core.sha256(flat.view(np.uint8))}"}, flat))
+    return out
+
+
+_NONE_FOUND = ("no quantized optimizer state found (torchao OptimState8bit/4bit/Fp8 or bitsandbytes state1/state2 "
+               "with absmax and qmap)")
+
+
+def _signature(contributions, scope) -> StateSignature:
+    stored, dequantized, digest, states = _sharded.combine(contributions)
+    return StateSignature(digest, stored, dequantized, states, scope)
+
+
+def _gathered(group, value):
+    """every rank's value, in rank order (torch.distributed.all_gather_object on the group)."""
+    import torch.distributed as dist
+
+    out = [None] * dist.get_world_size(group)
+    dist.all_gather_object(out, value, group=group)
+    return out
+
+
+def _collective(group, compute):
+    """compute() on every rank, gathered; when it fails on any rank, every rank raises (one ValueError
+    naming the rank and the fault, the failing rank its own exception), so that no rank waits for a
+    collective another rank never reaches, and none returns a partial signature."""
+    import torch.distributed as dist
+
+    try:
+        value, error = compute(), None
+    except Exception as e:  # carried to the other ranks, raised below
+        value, error, mine = None, f"{type(e).__name__}: {e}", e
+    everyone = _gathered(group, (value, error))
+    if error is not None:
+        raise mine
+    for rank, (_, e) in enumerate(everyone):
+        if e is not None:
+            raise ValueError(f"rank {dist.get_global_rank(group, rank) if group is not None else rank}: {e}")
+    return [v for v, _ in everyone]
+
+
+def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True,
+                    group=None) -> StateSignature:
+    """The signature of every quantized state in a state dict (or a torch.save file, or a DCP folder):
+    equal before and after a save/load round trip (torch.save, DCP), different when one code, scale or
+    table entry differs. ValueError when there is no quantized state.
+
+    group: a torch.distributed process group (torch.distributed.group.WORLD in a torchrun job): every
+    rank of it calls state_signature with its own state dict, the ranks' parts of each DTensor state
+    are combined by a collective, and every rank returns the same signature of the global states, the
+    one state_signature gives for a DCP folder they save. Without a group, a DTensor's local part is
+    signed as if it were the whole state (scope "local shard")."""
+    if group is None:
+        found, plain, folder = _find(state_dict, bnb_block_size, weights_only)
+        if not found:
+            raise ValueError(_NONE_FOUND)
+        if folder:
+            keys = {s.key for s in found}
+            chunks = [_chunk(s, True) for s in found] + _plain_chunks(plain, keys)
+            scope = "whole" if all(c.shape == c.global_shape for c in chunks) else f"DCP folder of {len(chunks)} chunks"
+        else:
+            chunks = [_chunk(s, False) for s in found]
+            scope = "whole" if all(s.shape == s.global_shape for s in found) else "local shard"
+        return _signature([_sharded.contribution(c) for c in chunks], scope)
+    state = {}
+
+    def local_keys():
+        state["found"], state["plain"], _ = _find(state_dict, bnb_block_size, weights_only)
+        return sorted({s.key for s in state["found"]})
+
+    keys = {k for ks in _collective(group, local_keys) for k in ks}
+    if not keys:
+        raise ValueError(_NONE_FOUND)
+
+    def contributions():
+        chunks = [_chunk(s, True) for s in state["found"]] + _plain_chunks(state["plain"], keys)
+        return [_sharded.contribution(c) for c in chunks]
+
+    everyone = _collective(group, contributions)
+    return _signature([c for cs in everyone for c in cs], f"{len(everyone)} ranks")
 
 
 def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> Case:
@@ -303,12 +547,16 @@ def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, wei
     tensor per state key in the state's shape: save it with lowbit.save_case and hand it to
     ``lowbit audit --state FILE`` (``--tensors`` names the keys that do not contain exp_avg, such as
     bitsandbytes' state.0.state1)."""
-    from . import dequantize
-
     out = Case(metadata={"source": "lowbit.dequantized_state_case"}, origin="dequantized optimizer states")
-    for s in quantized_states(state_dict, bnb_block_size, weights_only):
-        out[s.key] = np.asarray(dequantize(s.case), dtype=np.float32).reshape(s.shape)
-        out.dtypes[s.key] = "F32"
+    found, plain, folder = _find(state_dict, bnb_block_size, weights_only)
+    # a DCP folder's chunks are placed in their state's global shape; in memory each state is what this
+    # process holds (a DTensor's local part)
+    chunks = [_chunk(s, folder) for s in found] + (_plain_chunks(plain, {s.key for s in found}) if folder else [])
+    for c in chunks:
+        if c.key not in out:
+            out[c.key] = np.zeros(c.global_shape, dtype=np.float32)
+            out.dtypes[c.key] = "F32"
+        out[c.key][tuple(slice(o, o + e) for o, e in zip(c.offsets, c.shape))] = c.values.reshape(c.shape)
     return out
 
 
@@ -336,7 +584,8 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
     sources = []  # (key, source, values, the optimizer's own format and block or None)
     for s in quantized_states(state_dict, bnb_block_size, weights_only):
         values = np.asarray(dequantize(s.case), dtype=np.float32)
-        sources.append((s.key, f"dequantized {s.format} state", values, (s.format, int(s.case.params["block_size"]))))
+        key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
+        sources.append((key, f"dequantized {s.format} state", values, (s.format, int(s.case.params["block_size"]))))
     for name, value in (moments or {}).items():
         a, dtype = _arrays.as_array(name, value)
         if dtype != "F32":
@@ -383,3 +632,56 @@ def choose(rows, budget: str) -> list:
         if not isinstance(r, dict):
             raise TypeError(f"rows: a {type(r).__name__} among them, not audit_state's row dict")
     return _core.choose(rows, _args.string("budget", budget))
+
+
+def _plain_part(t):
+    """(dtype, local shape, sha256 of the element bytes, global shape, offsets) of a plain tensor or of
+    a plain DTensor's local part."""
+    shape, offsets = None, None
+    if type(t).__name__ == "DTensor" and type(t).__module__.startswith("torch.distributed"):
+        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+        _, offsets = compute_local_shape_and_global_offset(t.shape, t.device_mesh, t.placements)
+        shape, t = tuple(int(e) for e in t.shape), t.to_local()
+    a, dtype = _arrays.as_array("tensor", t)
+    digest = _core.sha256(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
+    local = tuple(int(e) for e in a.shape)
+    offsets = (0,) * len(local) if offsets is None else tuple(int(o) for o in offsets)
+    return dtype, local, digest, shape or local, offsets
+
+
+def tensor_signature(t, group=None) -> str:
+    """A hex digest of any tensor an optimizer's state_dict holds: a torchao state (OptimState8bit, 4bit,
+    Fp8) or a DTensor of one, its state_signature's digest (under the key "tensor"); a plain tensor (a
+    DTensor's local part, a bitsandbytes state1, a step), the sha256 of its dtype, shape and element
+    bytes in C order. With a process group (every rank calls it), a DTensor's parts are combined into
+    the global tensor's digest that every rank returns; without one, this rank's part is signed."""
+    inner = t.to_local() if type(t).__name__ == "DTensor" and type(t).__module__.startswith("torch.distributed") else t
+    if _is_torchao_state(inner):
+        return state_signature({"tensor": t}, group=group).digest
+    if group is None:
+        dtype, local, digest, _, _ = _plain_part(t)
+        return _sharded.sha(f"{_sharded.VERSION} tensor\n{dtype} {list(local)} {digest}")
+    parts = _collective(group, lambda: _plain_part(t))
+    unique = {}
+    for dtype, local, digest, shape, offsets in parts:
+        if unique.setdefault((offsets, local), (dtype, digest, shape)) != (dtype, digest, shape):
+            raise ValueError(f"tensor: the chunk at offsets {list(offsets)} of shape {list(local)} is held twice with "
+                             f"different contents (a replicated placement whose replicas disagree)")
+    shapes = {s for _, _, s in unique.values()}
+    if len(shapes) != 1:
+        raise ValueError(f"tensor: its chunks disagree on its shape ({sorted(map(list, shapes))})")
+    shape = shapes.pop()
+    _sharded.check_tiling("tensor", shape, [{"offsets": list(o), "shape": list(e)} for o, e in unique])
+    lines = [f"{_sharded.VERSION} tensor {list(shape)}"] + [
+        f"{d} offsets {list(o)} shape {list(e)} {h}" for (o, e), (d, h, _) in sorted(unique.items())]
+    return _sharded.sha("\n".join(lines))
+
+
+def optimizer_signature(optimizer, group=None) -> StateSignature:
+    """state_signature of an optimizer's state_dict() (torchao's AdamW8bit / 4bit / Fp8, bitsandbytes'
+    8-bit optimizers), with the same group argument: in a torchrun job, every rank returns the same
+    signature of the global states."""
+    if not hasattr(optimizer, "state_dict"):
+        raise TypeError(f"optimizer: a {type(optimizer).__name__}, not an optimizer (no state_dict())")
+    return state_signature(optimizer.state_dict(), group=group)

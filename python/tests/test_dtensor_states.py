@@ -2,8 +2,6 @@
 found by quantized_states / state_signature / audit_state / dequantized_state_case, each recorded with
 the DTensor's global shape, placements and this rank's offsets. The values come from torchao's own
 dequantize (the independent source); the offsets are torch's even chunking, worked out by hand."""
-import tempfile
-
 import numpy as np
 import pytest
 
@@ -14,17 +12,6 @@ pytest.importorskip("torchao")
 dist = pytest.importorskip("torch.distributed")
 if not dist.is_available():
     pytest.skip("torch.distributed is not available", allow_module_level=True)
-
-
-@pytest.fixture
-def one_rank_gloo():
-    dist.init_process_group("gloo", rank=0, world_size=1, init_method=f"file://{tempfile.mktemp(prefix='lowbit-pg.')}")
-    from torch.distributed.device_mesh import init_device_mesh
-
-    try:
-        yield init_device_mesh("cpu", (1,))
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.fixture
