@@ -16,8 +16,11 @@
 // parameter and G its gradient, each from a fresh state (the optimizers' zeros) and one step further
 // per timed call: torchao's AdamW8bit step (block 256, lr 1e-3, betas 0.9/0.999, eps 1e-8, weight
 // decay 0.01: AdamW8bit's defaults) and bitsandbytes' Adam8bit CPU step (block 256, the same without
-// weight decay) and its Lion8bit CPU step (lr 1e-4, betas 0.9/0.99, no decay); --unfused-lerp: torchao's step with the lerp rounded twice (AdamHyper::fused false,
-// torch.compile's CPU arithmetic). --dump writes the states after the first and second steps (with
+// weight decay) and its other CPU rules at their classes' defaults: Lion8bit (lr 1e-4, betas 0.9/0.99,
+// no decay), AdEMAMix8bit (lr 1e-3, betas 0.9/0.999/0.9999, alpha 5, eps 1e-8, weight decay 0.01, no
+// schedulers), SGD8bit with momentum (lr 1e-2, momentum 0.9), RMSprop8bit (lr 1e-2, alpha 0.99, eps
+// 1e-8) and Adagrad8bit (lr 1e-2, eps 1e-10); --unfused-lerp: torchao's step with the lerp rounded
+// twice (AdamHyper::fused false, torch.compile's CPU arithmetic). --dump writes the states after the first and second steps (with
 // --repeats 2 or more: each repetition steps once). An untimed step on a copy of torchao's state
 // comes first, so that no timed step builds the search tables. --only-steps: the
 // steps alone (the driver's rows at another thread count).
@@ -27,6 +30,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -72,10 +76,11 @@ std::vector<float> read_f32(const std::string& path) {
   return x;
 }
 
-// One optimizer's state as its step leaves it: the parameter and the two quantized moments.
+// One optimizer's state as its step leaves it: the parameter and its quantized moments (m the first,
+// v the second, slow AdEMAMix's slow first moment; a one-state rule keeps m alone).
 struct StepState {
   std::vector<float> param;
-  optimizer::Moment m, v;
+  optimizer::Moment m, v, slow;
   float torchao_step = 0.0f;  // torchao's float32 counter
   std::int64_t bnb_step = 0;  // bitsandbytes' step argument
 };
@@ -84,7 +89,7 @@ struct StepState {
 StepState fresh_state(const std::vector<float>& param, std::vector<float> signed_map, std::vector<float> unsigned_map) {
   StepState s;
   s.param = param;
-  for (auto [moment, map] : {std::pair{&s.m, &signed_map}, {&s.v, &unsigned_map}}) {
+  for (auto [moment, map] : {std::pair{&s.m, &signed_map}, {&s.v, &unsigned_map}, {&s.slow, &signed_map}}) {
     moment->codes.assign(param.size(), 0);
     moment->scale.assign(param.size() / 256, 0.0f);
     moment->qmap = *map;
@@ -96,8 +101,8 @@ bool same_state(const StepState& a, const StepState& b) {
   auto same_bits = [](const std::vector<float>& x, const std::vector<float>& y) {
     return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
   };
-  return same_bits(a.param, b.param) && a.m.codes == b.m.codes && a.v.codes == b.v.codes && same_bits(a.m.scale, b.m.scale) &&
-         same_bits(a.v.scale, b.v.scale);
+  return same_bits(a.param, b.param) && a.m.codes == b.m.codes && a.v.codes == b.v.codes && a.slow.codes == b.slow.codes &&
+         same_bits(a.m.scale, b.m.scale) && same_bits(a.v.scale, b.v.scale) && same_bits(a.slow.scale, b.slow.scale);
 }
 
 }  // namespace
@@ -175,7 +180,6 @@ int main(int argc, char** argv) try {
   };
   // The optimizer steps, fast and scalar each on its own state (torchao: the signed and unsigned
   // 8-bit maps; bitsandbytes: its dynamic maps).
-  std::vector<Op> steps;
   optimizer::AdamHyper torchao_hyper;
   torchao_hyper.weight_decay = 0.01;
   torchao_hyper.fused = !unfused_lerp;
@@ -184,9 +188,7 @@ int main(int argc, char** argv) try {
   const optimizer::BnbAdamHyper bnb_hyper;
   const auto bnb_signed = codebook::dynamic_map(true, 7, 8, codebook::Linspace::Fma, true),
              bnb_unsigned = codebook::dynamic_map(false, 7, 8, codebook::Linspace::Fma, true);
-  // bitsandbytes' Lion8bit at its defaults (lr 1e-4, betas 0.9 / 0.99, no decay): one state, the signed map
-  const optimizer::BnbRuleHyper lion_hyper;
-  StepState t8_step, t8_step_s, bnb_step, bnb_step_s, lion_step, lion_step_s;
+  StepState t8_step, t8_step_s, bnb_step, bnb_step_s;
   auto torchao_step = [&](StepState& st, bool fast) {
     auto& run = fast ? optimizer::torchao_adam_step : optimizer::scalar::torchao_adam_step;
     run(st.param, grad, st.torchao_step, st.m, st.v, nullptr, torchao_hyper, torchao_options);
@@ -196,21 +198,61 @@ int main(int argc, char** argv) try {
     if (fast) optimizer::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256, threads);
     else optimizer::scalar::bnb_adam_cpu_step(st.param, grad, st.bnb_step, st.m, st.v, bnb_hyper, 256);
   };
-  auto bnb_lion = [&](StepState& st, bool fast) {
-    ++st.bnb_step;
-    if (fast) optimizer::bnb_rule_cpu_step(optimizer::BnbRule::Lion, st.param, grad, st.bnb_step, st.m, lion_hyper, 256, threads);
-    else optimizer::scalar::bnb_rule_cpu_step(optimizer::BnbRule::Lion, st.param, grad, st.bnb_step, st.m, lion_hyper, 256);
+  // bitsandbytes' one-state rules at their classes' defaults (Optimizer1State: the signed map; the
+  // CPU kernel reads neither SGD's dampening nor RMSprop's momentum)
+  struct RuleBench {
+    const char* name;
+    optimizer::BnbRule rule;
+    optimizer::BnbRuleHyper hyper;
+    StepState fast, scalar;
   };
+  std::vector<RuleBench> rules = {
+      {"bnb_lion8bit_step", optimizer::BnbRule::Lion, {.lr = 1e-4, .beta1 = 0.9, .beta2 = 0.99, .eps = 0.0}, {}, {}},
+      {"bnb_momentum8bit_step", optimizer::BnbRule::Momentum, {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.0, .eps = 0.0}, {}, {}},
+      {"bnb_rmsprop8bit_step", optimizer::BnbRule::Rmsprop, {.lr = 1e-2, .beta1 = 0.99, .beta2 = 0.0, .eps = 1e-8}, {}, {}},
+      {"bnb_adagrad8bit_step", optimizer::BnbRule::Adagrad, {.lr = 1e-2, .beta1 = 0.0, .beta2 = 0.0, .eps = 1e-10}, {}, {}},
+  };
+  auto bnb_rule = [&](const RuleBench& r, StepState& st, bool fast) {
+    ++st.bnb_step;
+    if (fast) optimizer::bnb_rule_cpu_step(r.rule, st.param, grad, st.bnb_step, st.m, r.hyper, 256, threads);
+    else optimizer::scalar::bnb_rule_cpu_step(r.rule, st.param, grad, st.bnb_step, st.m, r.hyper, 256);
+  };
+  const optimizer::BnbAdemamixHyper ademamix_hyper;  // AdEMAMix8bit's defaults, no schedulers
+  StepState ademamix_step, ademamix_step_s;
+  auto bnb_ademamix = [&](StepState& st, bool fast) {
+    ++st.bnb_step;
+    if (fast) optimizer::bnb_ademamix_cpu_step(st.param, grad, st.bnb_step, st.m, st.slow, st.v, ademamix_hyper, 256, threads);
+    else optimizer::scalar::bnb_ademamix_cpu_step(st.param, grad, st.bnb_step, st.m, st.slow, st.v, ademamix_hyper, 256);
+  };
+  // each step's fast and scalar states, and which moments --dump writes (v: a second moment; slow: AdEMAMix's)
+  struct StepRun {
+    Op op;
+    StepState *fast, *scalar;
+    bool v, slow;
+  };
+  std::vector<StepRun> step_runs;
   if (!grad.empty()) {
-    lion_step = lion_step_s = fresh_state(x, bnb_signed, bnb_unsigned);  // its v stays untouched
     t8_step = t8_step_s = fresh_state(x, s8, codebook::unsigned8());
     bnb_step = bnb_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
-    steps = {{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
-             {"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }},
-             {"bnb_lion8bit_step", [&] { bnb_lion(lion_step, true); }, [&] { bnb_lion(lion_step_s, false); }}};
+    ademamix_step = ademamix_step_s = fresh_state(x, bnb_signed, bnb_unsigned);
+    step_runs = {{{"torchao8_adamw_step", [&] { torchao_step(t8_step, true); }, [&] { torchao_step(t8_step_s, false); }},
+                  &t8_step, &t8_step_s, true, false},
+                 {{"bnb_adam8bit_step", [&] { bnb_adam(bnb_step, true); }, [&] { bnb_adam(bnb_step_s, false); }},
+                  &bnb_step, &bnb_step_s, true, false},
+                 {{"bnb_ademamix8bit_step", [&] { bnb_ademamix(ademamix_step, true); },
+                   [&] { bnb_ademamix(ademamix_step_s, false); }},
+                  &ademamix_step, &ademamix_step_s, true, true}};
+    for (RuleBench& r : rules) {
+      r.fast = r.scalar = fresh_state(x, bnb_signed, bnb_unsigned);  // v and slow stay untouched
+      RuleBench* rp = &r;  // rules is not resized again: its elements stay where they are
+      step_runs.push_back({{r.name, [&, rp] { bnb_rule(*rp, rp->fast, true); }, [&, rp] { bnb_rule(*rp, rp->scalar, false); }},
+                           &r.fast, &r.scalar, false, false});
+    }
   }
+  std::vector<Op> steps;
+  for (const StepRun& run : step_runs) steps.push_back(run.op);
   if (only_steps) ops.clear();
-  std::vector<StepState> after_steps;  // for --dump: the states after the first two fast steps
+  std::vector<std::pair<const StepRun*, StepState>> after_steps;  // for --dump: the states after the first two fast steps
 
   nlohmann::json j;
   j["elements"] = n;
@@ -236,13 +278,13 @@ int main(int argc, char** argv) try {
       j["fast_s"][op.name].push_back(seconds(op.fast));
       if (scalar_too) j["scalar_s"][op.name].push_back(seconds(op.scalar));
     }
-    if (r < 2 && !dump_dir.empty() && !steps.empty())
-      for (const StepState* st : {&t8_step, &bnb_step, &lion_step}) after_steps.push_back(*st);
+    if (r < 2 && !dump_dir.empty())
+      for (const StepRun& run : step_runs) after_steps.emplace_back(&run, *run.fast);
   }
   bool same = true;
   if (scalar_too) {
-    same = (steps.empty() || (same_state(t8_step, t8_step_s) && same_state(bnb_step, bnb_step_s) &&
-                              same_state(lion_step, lion_step_s))) &&
+    for (const StepRun& run : step_runs) same = same && same_state(*run.fast, *run.scalar);
+    same = same &&
            t8.codes == t8s.codes && t4.codes == t4s.codes && tf8.codes == tf8s.codes && bnb.codes == bnbs.codes &&
            cast.codes == casts.codes && std::memcmp(t8.scale.data(), t8s.scale.data(), t8.scale.size() * 4) == 0 &&
            std::memcmp(tf8.scale.data(), tf8s.scale.data(), tf8.scale.size() * 4) == 0 &&
@@ -260,16 +302,20 @@ int main(int argc, char** argv) try {
     dump(dump_dir + "/cast_e4m3fn.u8", cast.codes);
   }
   if (!dump_dir.empty()) {
-    for (std::size_t k = 0; k < after_steps.size(); ++k) {
-      const StepState& st = after_steps[k];
-      const char* const names[] = {"/torchao8_adamw_step", "/bnb_adam8bit_step", "/bnb_lion8bit_step"};
-      const std::string stem = dump_dir + names[k % 3] + ".step" + std::to_string(k / 3 + 1);
+    std::map<const StepRun*, int> dumped;  // steps dumped so far per run: step1, step2
+    for (const auto& [run, st] : after_steps) {
+      const std::string stem = dump_dir + "/" + run->op.name + ".step" + std::to_string(++dumped[run]);
       dump(stem + ".param.f32", st.param);
       dump(stem + ".m.u8", st.m.codes);
       dump(stem + ".m.scale.f32", st.m.scale);
-      if (k % 3 == 2) continue;  // Lion keeps one moment
-      dump(stem + ".v.u8", st.v.codes);
-      dump(stem + ".v.scale.f32", st.v.scale);
+      if (run->v) {
+        dump(stem + ".v.u8", st.v.codes);
+        dump(stem + ".v.scale.f32", st.v.scale);
+      }
+      if (run->slow) {
+        dump(stem + ".slow.u8", st.slow.codes);
+        dump(stem + ".slow.scale.f32", st.slow.scale);
+      }
     }
   }
   std::cout << j.dump() << "\n";

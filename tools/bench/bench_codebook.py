@@ -7,13 +7,14 @@ a streaming pass (fp8::streaming_floor: read float32, write a byte, by the cast'
 arithmetic) as the memory floor, and a widening pass (fp8::widening_floor: read a byte, write
 float32) as the dequantizers' floor (their share column is against it: they write four bytes per
 element). torchao's search tables are built before the reference's timed calls (as torch.compile
-compiles before the peers' timed calls); each build is its own row. And three optimizer steps on the
+compiles before the peers' timed calls); each build is its own row. And seven optimizer steps on the
 data as the parameter with a second array as its gradient, from the optimizers' fresh states:
 torchao's AdamW8bit step (what `torchao.optim.AdamW8bit.step()` runs on the CPU: its
 torch.compile'd `single_param_adam`, whose lerp rounds twice, so the reference's step runs with
 AdamHyper::fused false) and bitsandbytes' 8-bit block-wise Adam CPU update
-(`bitsandbytes.functional.optimizer_update_8bit_blockwise`), and the same update's Lion ("lion",
-Lion8bit's defaults), each at 1 thread and at --threads
+(`bitsandbytes.functional.optimizer_update_8bit_blockwise`), and the same update's other rules at
+their classes' defaults ("lion": Lion8bit, "ademamix": AdEMAMix8bit, "momentum": SGD8bit with momentum
+0.9, "rmsprop": RMSprop8bit, "adagrad": Adagrad8bit), each at 1 thread and at --threads
 (each thread count in a worker process of its own: torch.compile bakes the thread count into its
 kernels), against the reference's fast step at the same thread counts.
 
@@ -143,9 +144,16 @@ def build_peers(env, x):
     return ops
 
 
-STEP_ARRAYS = ("param.f32", "m.u8", "m.scale.f32", "v.u8", "v.scale.f32")
+# a step's arrays in the order its state() gives them (one-state rules: the first three; slow:
+# AdEMAMix's slow first moment, state1[1])
+STEP_ARRAYS = ("param.f32", "m.u8", "m.scale.f32", "v.u8", "v.scale.f32", "slow.u8", "slow.scale.f32")
+BNB_RULES = ("lion", "ademamix", "momentum", "rmsprop", "adagrad")
 STEP_OPS = {"torchao8_adamw_step": "torchao compiled", "bnb_adam8bit_step": "bitsandbytes CPU",
-            "bnb_lion8bit_step": "bitsandbytes CPU"}
+            **{f"bnb_{rule}8bit_step": "bitsandbytes CPU" for rule in BNB_RULES}}
+# bitsandbytes' one-state rules as their classes call the update (Optimizer1State: the betas tuple, eps,
+# the signed map), at the classes' defaults (SGD8bit's momentum 0.9: it refuses none)
+ONE_STATE_RULES = {"lion": (0.9, 0.99, 0.0, 1e-4), "momentum": (0.9, 0.0, 0.0, 1e-2),
+                   "rmsprop": (0.99, 0.0, 1e-8, 1e-2), "adagrad": (0.0, 0.0, 1e-10, 1e-2)}  # beta1, beta2, eps, lr
 
 
 def step_worker(args):
@@ -184,15 +192,27 @@ def step_worker(args):
             bnbF.optimizer_update_8bit_blockwise("adam", g, pb, s1, s2, 0.9, 0.999, 0.0, 0.0, 1e-8, counter[0], 1e-3,
                                                  q1, q2, a1, a2, weight_decay=0.0, gnorm_scale=1.0)
         steps["bnb_adam8bit_step"] = (bnb_step, lambda: (pb, s1, a1, s2, a2))
-        # Lion8bit at its defaults (lr 1e-4, betas 0.9 / 0.99, no decay): one state, the signed map
-        pl, l1, la1 = x.clone(), torch.zeros(n, dtype=torch.uint8), torch.zeros(n // 256)
-        lion_counter = [0]
+        for rule, (beta1, beta2, eps, lr) in ONE_STATE_RULES.items():
+            p1, r1, ra1 = x.clone(), torch.zeros(n, dtype=torch.uint8), torch.zeros(n // 256)
+            rule_counter = [0]
 
-        def lion_step():
-            lion_counter[0] += 1
-            bnbF.optimizer_update_8bit_blockwise("lion", g, pl, l1, None, 0.9, 0.99, 0.0, 0.0, 0.0, lion_counter[0], 1e-4,
-                                                 q1, None, la1, None, weight_decay=0.0, gnorm_scale=1.0)
-        steps["bnb_lion8bit_step"] = (lion_step, lambda: (pl, l1, la1))
+            def rule_step(rule=rule, beta1=beta1, beta2=beta2, eps=eps, lr=lr, p1=p1, r1=r1, ra1=ra1, c=rule_counter):
+                c[0] += 1
+                bnbF.optimizer_update_8bit_blockwise(rule, g, p1, r1, None, beta1, beta2, 0.0, 0.0, eps, c[0], lr,
+                                                     q1, None, ra1, None, weight_decay=0.0, gnorm_scale=1.0)
+            steps[f"bnb_{rule}8bit_step"] = (rule_step, lambda p1=p1, r1=r1, ra1=ra1: (p1, r1, ra1))
+        # AdEMAMix8bit at its defaults (lr 1e-3, betas 0.9 / 0.999 / 0.9999, alpha 5, eps 1e-8, weight
+        # decay 0.01, no schedulers): both first moments in a 2-D state1, as AdEMAMix.init_state makes it
+        pa, e1, e2 = x.clone(), torch.zeros((2, n), dtype=torch.uint8), torch.zeros(n, dtype=torch.uint8)
+        ea1, ea2 = torch.zeros((2, n // 256)), torch.zeros(n // 256)
+        ademamix_counter = [0]
+
+        def ademamix_step():
+            ademamix_counter[0] += 1
+            bnbF.optimizer_update_8bit_blockwise("ademamix", g, pa, e1, e2, 0.9, 0.999, 0.9999, 5.0, 1e-8,
+                                                 ademamix_counter[0], 1e-3, q1, q2, ea1, ea2, weight_decay=1e-2,
+                                                 gnorm_scale=1.0)
+        steps["bnb_ademamix8bit_step"] = (ademamix_step, lambda: (pa, e1[0], ea1[0], e2, ea2, e1[1], ea1[1]))
     except ImportError as e:
         log(f"bench worker: bitsandbytes skipped ({e})")
     for k in (1, 2):
@@ -219,7 +239,7 @@ def step_differences(np, ours, theirs, op, k):
     out = {}
     for name in STEP_ARRAYS:
         if not os.path.exists(os.path.join(ours, f"{op}.step{k}.{name}")):
-            continue  # Lion keeps one moment
+            continue  # a one-state rule keeps one moment, only AdEMAMix a slow one
         dtype = np.uint32 if name.endswith(".f32") else np.uint8
         a = np.fromfile(os.path.join(ours, f"{op}.step{k}.{name}"), dtype=dtype)
         b = np.fromfile(os.path.join(theirs, f"{op}.step{k}.{name}"), dtype=dtype)
