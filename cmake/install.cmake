@@ -2,7 +2,7 @@
 # with (policies and golden cases, in share/lowbit where the installed lowbit looks for them:
 # tools/lowbit/shipped_data.hpp) and a CMake package: find_package(lowbit CONFIG) gives
 # lowbit::reference (the arithmetic), lowbit::engine (the conformance engine) and lowbit::plugin_abi
-# (the kernel plugin ABI header, device/include/lowbit/kernel_plugin.h).
+# (the kernel plugin ABI header, include/lowbit/kernel_plugin.h).
 include(CMakePackageConfigHelpers)
 
 set(LOWBIT_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/lowbit)

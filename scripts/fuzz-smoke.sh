@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz smoke run: clang + libFuzzer + ASan/UBSan, each target a fixed number of executions with a fixed
-# seed, from its committed seeds. The case reader (conformance/fuzz_seeds/, default 100 000
-# executions) and the pipeline behind it on well-formed cases (conformance/fuzz_seeds_pipeline/,
+# seed, from its committed seeds. The case reader (conformance/fuzz/seeds_reader/, default 100 000
+# executions) and the pipeline behind it on well-formed cases (conformance/fuzz/seeds_pipeline/,
 # default 6 000 executions each): inspect's dequantizers, compare with its explainers and reports,
 # conform's reference run. The pipeline seeds are first checked to decode to complete, conformant
 # cases. Then fuzz_dcp, the Python package's DCP-folder reader on mutated checkpoint folders
@@ -9,7 +9,7 @@
 # executions; torch's stages too where .venv has torch), in .venv (scripts/setup-python.sh builds it
 # when it lacks lowbit). One line per target: "fuzz-smoke: TARGET: ok (...)" or "fuzz-smoke: TARGET:
 # FAILED"; exits non-zero when any failed. Crash inputs go to build/fuzz/artifacts/. The plugin host
-# (conformance/fuzz_seeds_plugin/, default 300 executions: each forks a sandboxed child per table
+# (conformance/fuzz/seeds_plugin/, default 300 executions: each forks a sandboxed child per table
 # and kernel) against a plugin whose table and misbehaving kernels the input decides
 # (conformance/plugins/fuzz_plugin.cpp).
 # Usage: fuzz-smoke.sh [READER_RUNS [PIPELINE_RUNS [DCP_RUNS [PLUGIN_RUNS]]]]
@@ -24,7 +24,7 @@ bin=build/fuzz/conformance
 mkdir -p build/fuzz/artifacts
 failed=0
 
-if LSAN_OPTIONS=print_suppressions=0 "$bin"/fuzz_cases check-seeds conformance/fuzz_seeds_pipeline > build/fuzz/seed_check.log 2>&1; then
+if LSAN_OPTIONS=print_suppressions=0 "$bin"/fuzz_cases check-seeds conformance/fuzz/seeds_pipeline > build/fuzz/seed_check.log 2>&1; then
   echo "fuzz-smoke: fuzz_cases check-seeds: ok ($(grep -o "[0-9]* seeds, [0-9]* failed" build/fuzz/seed_check.log))"
 else
   cat build/fuzz/seed_check.log
@@ -48,16 +48,16 @@ run_target() {
   fi
 }
 
-run_target fuzz_case_reader conformance/fuzz_seeds "$reader_runs" 4096
+run_target fuzz_case_reader conformance/fuzz/seeds_reader "$reader_runs" 4096
 # The pipeline targets grow their inputs from one-byte seeds at once (-len_control=0). Entropic
 # scheduling took a third of an execution's time (perf) and is off; ASan records no allocation stacks
 # (rerun a finding's input for them).
 for target in fuzz_inspect fuzz_compare fuzz_conform; do
   ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0 \
-    run_target "$target" conformance/fuzz_seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
+    run_target "$target" conformance/fuzz/seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
 done
 # The plugin host: inputs are scripts of up to 512 bytes, the plugin's table and its kernels' behaviour.
-run_target fuzz_plugin_host conformance/fuzz_seeds_plugin "$plugin_runs" 512 -len_control=0
+run_target fuzz_plugin_host conformance/fuzz/seeds_plugin "$plugin_runs" 512 -len_control=0
 
 .venv/bin/python -c "import lowbit" 2>/dev/null || bash scripts/setup-python.sh
 start=$SECONDS

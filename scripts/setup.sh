@@ -3,7 +3,7 @@
 # Idempotent: when everything is present it prints nothing and changes nothing.
 set -euo pipefail
 
-# No xtensor: nothing needs it. Block layouts (reference/src/layout.cpp) are one line of integer
+# No xtensor: nothing needs it. Block layouts (conformance/engine/cases/layout.cpp) are one line of integer
 # arithmetic per mismatch; xtensor's lazy index map measured no faster, its unravel_index 18x slower,
 # a materialized map 8 bytes per element, and case data (bytes of eight dtypes) does not adapt cleanly.
 packages=(

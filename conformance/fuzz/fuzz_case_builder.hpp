@@ -11,7 +11,7 @@
 //
 // Every decision reads 0 as "as the consistent case has it", and libFuzzer's bytes run out as zeros:
 // the one-byte input k is format k's consistent case with its default params (the committed seeds,
-// conformance/fuzz_seeds_pipeline/; fuzz_cases proves each one complete and conformant).
+// conformance/fuzz/seeds_pipeline/; fuzz_cases proves each one complete and conformant).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The pipeline fuzzers' inputs as case files.
-//   fuzz_cases check-seeds DIR   the committed seeds (conformance/fuzz_seeds_pipeline/): the file
+//   fuzz_cases check-seeds DIR   the committed seeds (conformance/fuzz/seeds_pipeline/): the file
 //                                "NN-FORMAT" holds the one byte NN, which fuzz_case_builder.hpp decodes
 //                                to FORMAT's consistent case with its default params. Checks that each
 //                                one does (the case is of FORMAT, holds every declared input and output,

@@ -1,4 +1,4 @@
-// The plugin the plugin-host fuzzer loads (conformance/fuzz_plugin_host.cpp): its table and what its
+// The plugin the plugin-host fuzzer loads (conformance/fuzz/fuzz_plugin_host.cpp): its table and what its
 // kernels do come from the fuzzer's input, which the fuzzer passes in $LOWBIT_FUZZ_PLUGIN (hex).
 // The table: any ABI version, 0 to 1 025 kernels or a huge count, names and formats of random bytes
 // (invalid UTF-8, 255 and 256 bytes, duplicates, null), any memory kind, null run functions, a null
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "../fuzz_plugin_expected.hpp"
+#include "../fuzz/fuzz_plugin_expected.hpp"
 #include "lowbit/kernel_plugin.h"
 
 namespace {

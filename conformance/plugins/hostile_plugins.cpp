@@ -1,6 +1,6 @@
 // Plugins that attack the harness rather than get a format wrong, one per -DHOSTILE_<kind>
 // (conformance/CMakeLists.txt; test_plugin_sandbox.cpp runs each): the kernel sandbox
-// (reference/include/lowbit/kernel_sandbox.hpp) must leave no process behind, keep the verdict and
+// (conformance/engine/include/lowbit/kernel_sandbox.hpp) must leave no process behind, keep the verdict and
 // lowbit's output theirs, and bound the kernel's memory. Every kernel implements torchao.fp8.
 //   FORKS      the reference's outputs, and a grandchild that overwrites them once the kernel's
 //              process has gone (so that a harness reading outputs after the child exits sees garbage)

@@ -1,7 +1,8 @@
-# cmake -DCXX=... -DHEADERS=<list> -DSOURCES=<list> -DWORK=<dir> -P check_arithmetic_includes.cmake
+# cmake -DCXX=... -DHEADERS=<list> -DSOURCES=<list> -DROOT=<reference/> -DWORK=<dir> -P check_arithmetic_includes.cmake
 # The arithmetic library (lowbit::reference) must stand on Boost alone. Its headers are copied, alone,
 # into WORK/include/lowbit; each header and source is then preprocessed (-M: every file it includes)
-# against that folder only, so an engine header (case.hpp, formats.hpp, ...) is not found and fails
+# against that folder and ROOT (reference/, where the sources include their private headers by family
+# folder, "fast/fast_ops.hpp") only, so an engine header (case.hpp, formats.hpp, ...) is not found and fails
 # the test, and the list of included files must name none of the engine's dependencies (they sit in
 # /usr/include beside Boost, so the include path alone cannot keep them out).
 set(forbidden "nlohmann/|openssl/|/eigen3/|/Eigen/|/omp\\.h|/fmt/|/CLI/|doctest")
@@ -17,7 +18,7 @@ endforeach()
 
 set(failures 0)
 foreach(f IN LISTS staged SOURCES)
-  execute_process(COMMAND ${CXX} -std=c++20 -M -I${WORK}/include -x c++ ${f}
+  execute_process(COMMAND ${CXX} -std=c++20 -M -I${WORK}/include -I${ROOT} -x c++ ${f}
                   OUTPUT_VARIABLE deps ERROR_VARIABLE err RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     string(STRIP "${err}" err)

@@ -23,7 +23,7 @@ mapfile -t files < <(find . -type d \( -name .git -o -name 'build*' -o -name .ve
                        \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
                           -o -name '*.md' -o -name '*.json' -o -name '*.py' -o -name '*.sh' -o -name '*.txt' \
                           -o -name '*.cmake' -o -name '*.toml' -o -name '*.yml' -o -name '*.yaml' \) \
-                       ! -path ./conformance/check_citations.sh ! -path ./conformance/test_check_citations.sh \
+                       ! -path ./conformance/tests/check_citations.sh ! -path ./conformance/tests/test_check_citations.sh \
                        -print | sed 's|^\./||' | sort)
 
 findings=0

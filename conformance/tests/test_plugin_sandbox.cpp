@@ -1,4 +1,4 @@
-// The kernel sandbox (reference/include/lowbit/kernel_sandbox.hpp) against plugins that attack the
+// The kernel sandbox (conformance/engine/include/lowbit/kernel_sandbox.hpp) against plugins that attack the
 // harness (plugins/hostile_plugins.cpp), each a reproduction of issue 25: the library loaded is the
 // file named and hashed; no process a kernel starts outlives its case or lowbit; the verdict cannot
 // be changed after run() returns; what a kernel prints is shown prefixed on stderr, never on stdout;

@@ -31,7 +31,7 @@ std::vector<unsigned char> table_file() {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// The file's difference from RN(1/b), in ulps, for 1 + m * 2^-23 (its format: src/cuda_rcp_table.cpp).
+// The file's difference from RN(1/b), in ulps, for 1 + m * 2^-23 (its format: reference/libdevice/cuda_rcp_table.cpp).
 int delta(const std::vector<unsigned char>& t, std::uint32_t m) {
   const unsigned code = (t[m >> 2] >> (2 * (m & 3u))) & 3u;
   return code == 1 ? 1 : code == 2 ? -1 : code == 0 ? 0 : 99;

@@ -14,7 +14,7 @@
 // +Inf) reaches v_i; P is sorted, so table[i] = #{c : P_c < v_i} = #{c : first_index(P_c) <= i}, where
 // first_index(P) is the smallest i with P < v_i (65536 if none). The 255 first indices come from the
 // qmap once per case (a binary search over i each, with the table's own v_i); each element then counts
-// them with 8 steps of a branchless search. conformance/test_verify.cpp holds code_of_index against the
+// them with 8 steps of a branchless search. conformance/tests/test_verify.cpp holds code_of_index against the
 // reference's table on all 65 536 indices for several maps, unsorted and NaN-holding ones included.
 #include "ieee_ops.cuh"
 

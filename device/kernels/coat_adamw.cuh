@@ -1,7 +1,7 @@
 #pragma once
 // COAT's FP8 AdamW step per element and per group, for our CUDA kernels (coat_plugin.cu) and their
 // host twin (coat_host_twin.cpp): formats coat.optim.origin.e4m3 and coat.optim.expand.e4m3. Each
-// function is one step of the reference (reference/src/coat_optimizer.cpp adamw_step,
+// function is one step of the reference (reference/coat/coat_optimizer.cpp adamw_step,
 // origin/expand_quantize_group, origin/expand_dequantize, expand_prequantized) in the same binary32
 // operations: explicit __fdiv_rn / __fmul_rn / __fadd_rn / __fsqrt_rn on the device and __fmaf_rn
 // exactly where the reference calls std::fma (where nvcc and ptxas fuse COAT's kernels); the rest of

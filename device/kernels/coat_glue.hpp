@@ -1,6 +1,6 @@
 #pragma once
 // The ABI side of our COAT optimizer kernels (the CUDA plugin coat_plugin.cu and its host twin
-// coat_host_twin.cpp): find the case's tensors by name (reference/src/formats_coat_optimizer.cpp
+// coat_host_twin.cpp): find the case's tensors by name (conformance/engine/registry/formats_coat_optimizer.cpp
 // names them), check dtypes and sizes, read the hyperparameters from the params, and hand plain
 // pointers to the side's step function. Nothing here touches tensor data (the step, an I64, is read
 // by the step function: on the device it lives in device memory), so the same glue serves host and

@@ -2,7 +2,7 @@
 // Per-block E4M3 (format fp8.perblock.e4m3, docs/formats/fp8.md "Per-block E4M3") written out step by
 // step for the CUDA plugin (cuda_perblock_plugin.cu) and for its host twin (cuda_perblock_host_twin.cpp,
 // the same functions compiled for the CPU, which verify checks on every machine). Every operation is
-// the reference's (reference/src/blockwise.cpp fp8_perblock_quantize / _dequantize) in IEEE binary32:
+// the reference's (reference/codebook/blockwise.cpp fp8_perblock_quantize / _dequantize) in IEEE binary32:
 // __fdiv_rn / __fmul_rn on the device, / and * on the host (built with -ffp-contract=off), nothing
 // fused, no fast-math, subnormals kept (nvcc's default -ftz=false).
 //

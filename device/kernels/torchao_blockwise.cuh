@@ -1,7 +1,7 @@
 #pragma once
 // torchao's block-wise states, per element, for our CUDA kernels (blockwise_plugin.cu) and their host
 // twin (blockwise_host_twin.cpp): the codebook states torchao.codebook8/4.signed/unsigned and the FP8
-// state torchao.fp8. Each function is one step of the reference (reference/src/blockwise.cpp
+// state torchao.fp8. Each function is one step of the reference (reference/codebook/blockwise.cpp
 // torchao_quantize, torchao_dequantize, torchao_fp8_quantize, torchao_fp8_dequantize; reference/src/
 // codebook.cpp torchao_search) in the same binary32 operations; docs/formats/torchao-codebook.md and
 // torchao-fp8.md state the arithmetic.

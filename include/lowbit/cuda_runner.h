@@ -1,6 +1,6 @@
 /* The CUDA runner: the one piece of lowbit that talks to the CUDA runtime, a shared library of its own
  * (liblowbit_cuda_runner.so, device/harness/) so that the engine and the lowbit command build and run
- * where there is no CUDA toolkit. The plugin host (reference/src/plugin_host.cpp) loads it with dlopen
+ * where there is no CUDA toolkit. The plugin host (conformance/engine/verify/plugin_host.cpp) loads it with dlopen
  * in the child process that runs a kernel declaring LOWBIT_MEMORY_CUDA; nothing in the parent process
  * ever initializes CUDA (a CUDA context does not survive fork).
  *

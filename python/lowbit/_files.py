@@ -4,7 +4,7 @@ The temporary is created with O_CREAT | O_EXCL | O_NOFOLLOW under a name no one 
 random bits), so that a link or file planted beside the target is never opened, let alone emptied:
 the open fails on anything already at that name, and another name is drawn. The target itself is
 replaced by the rename, never opened, and a target that exists and is not a regular file (a link, a
-folder, a FIFO) is refused, as the engine's writer refuses it (reference/src/atomic_file.cpp).
+folder, a FIFO) is refused, as the engine's writer refuses it (conformance/engine/io/atomic_file.cpp).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The format registry as the engine declares it (reference/include/lowbit/formats.hpp)."""
+"""The format registry as the engine declares it (conformance/engine/include/lowbit/formats.hpp)."""
 from __future__ import annotations
 
 import json

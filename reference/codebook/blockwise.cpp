@@ -14,10 +14,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "blockwise_blocks.hpp"
-#include "fast_ops.hpp"
-#include "fast_policy.hpp"
-#include "parallel_blocks.hpp"
+#include "codebook/blockwise_blocks.hpp"
+#include "fast/fast_ops.hpp"
+#include "fast/fast_policy.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 namespace lowbit::blockwise {
 

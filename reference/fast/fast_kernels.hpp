@@ -1,7 +1,7 @@
 #pragma once
 // The vector kernels behind the fast paths (fast_ops.hpp), written once over an xsimd architecture
 // and compiled once per instruction set (fast_kernels_<arch>.cpp). Each computes, lane by lane, the
-// operations of its scalar definition in the same order (reference/src/blockwise.cpp, fp8.hpp,
+// operations of its scalar definition in the same order (reference/codebook/blockwise.cpp, fp8.hpp,
 // codebook.cpp): the same IEEE divisions, multiplies and comparisons, integer operations where the
 // scalar code has integer operations, and a fused multiply-add only where the scalar code calls
 // std::fma. One exception, integer only: the FP8 encoder's rounding is the scalar rule rearranged
@@ -23,7 +23,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "fast_ops.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/fp8.hpp"        // the formats' constants only (constexpr: no code)
 #include "lowbit/optimizer.hpp"  // the steps' scalar structs only
 

@@ -1,6 +1,6 @@
 // The vector kernels for AVX2 with FMA3. This file alone is compiled with -mavx2 -mfma
 // (reference/CMakeLists.txt); its functions run only where fast_ops.cpp found both on the CPU.
-#include "fast_kernels.hpp"
+#include "fast/fast_kernels.hpp"
 
 namespace lowbit::fast {
 

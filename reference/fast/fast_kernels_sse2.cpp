@@ -1,5 +1,5 @@
 // The vector kernels for SSE2, the instruction set every x86-64 CPU has (the baseline).
-#include "fast_kernels.hpp"
+#include "fast/fast_kernels.hpp"
 
 namespace lowbit::fast {
 

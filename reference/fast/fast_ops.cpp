@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "fast_ops.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/simd_level.hpp"
 
 namespace lowbit::fast {

@@ -3,7 +3,7 @@
 // the scalar encoder itself, so that the kernels hold no second copy of the policy rules.
 #include <limits>
 
-#include "fast_ops.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/fp8.hpp"
 
 namespace lowbit::fast {

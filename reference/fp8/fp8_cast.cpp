@@ -3,9 +3,9 @@
 #include <array>
 #include <stdexcept>
 
-#include "fast_ops.hpp"
-#include "fast_policy.hpp"
-#include "parallel_blocks.hpp"
+#include "fast/fast_ops.hpp"
+#include "fast/fast_policy.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 namespace lowbit::fp8 {
 

@@ -3,12 +3,12 @@
 #include <memory>
 #include <stdexcept>
 
-#include "blockwise_blocks.hpp"
-#include "fast_ops.hpp"
+#include "codebook/blockwise_blocks.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/optimizer.hpp"
-#include "parallel_blocks.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 namespace lowbit::optimizer {
 

@@ -10,11 +10,11 @@
 #include <stdexcept>
 #include <vector>
 
-#include "blockwise_blocks.hpp"
-#include "fast_ops.hpp"
+#include "codebook/blockwise_blocks.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
-#include "parallel_blocks.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 namespace lowbit::optimizer {
 

@@ -5,12 +5,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "blockwise_blocks.hpp"
-#include "fast_ops.hpp"
+#include "codebook/blockwise_blocks.hpp"
+#include "fast/fast_ops.hpp"
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/optimizer.hpp"
-#include "parallel_blocks.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 namespace lowbit::optimizer {
 

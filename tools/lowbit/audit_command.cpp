@@ -654,7 +654,7 @@ Subcommand add_audit_command(CLI::App& parent) {
                 "8-bit, 4-bit and FP8 states, bitsandbytes 8-bit, COAT FP8 with and without expansion); loss and "
                 "distance to the dense float32 run per step (--csv, --report, --markdown)");
   cmd->add_option("--kernel", o->kernel,
-                  "A plugin (device/include/lowbit/kernel_plugin.h), LIB or LIB:NAME: each format it has a quantizer kernel\n"
+                  "A plugin (include/lowbit/kernel_plugin.h), LIB or LIB:NAME: each format it has a quantizer kernel\n"
                   "for round-trips through that kernel (host or CUDA memory, in a child process) instead of the reference,\n"
                   "once its head and tail blocks (or all of it, --check-elements) are bit-identical to the reference's;\n"
                   "the other formats run on the reference. The reports say which ran where");

@@ -393,7 +393,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   add_case_threads_option(*gen, g->threads);
 
   gen->add_option("--kernel", g->kernel,
-                  "A kernel under review, LIB or LIB:NAME (device/include/lowbit/kernel_plugin.h), that makes the outputs");
+                  "A kernel under review, LIB or LIB:NAME (include/lowbit/kernel_plugin.h), that makes the outputs");
   add_whole_option(*gen, "--check-elements", g->check_elements, std::uint64_t{1}, kMaxCheckElements,
                    "--kernel: a case of at most this many elements is checked whole; a larger one on its first and last\n"
                    "blocks, this many elements together (a format that cannot be cut into blocks: whole)");

@@ -1,4 +1,4 @@
-// lowbit verify --kernel LIB[:NAME]: a kernel under review (a plugin, device/include/lowbit/kernel_plugin.h)
+// lowbit verify --kernel LIB[:NAME]: a kernel under review (a plugin, include/lowbit/kernel_plugin.h)
 // against the reference on a battery of inputs and against the official golden cases of its format.
 #include <fmt/core.h>
 
@@ -210,7 +210,7 @@ int run_verify(VerifyOptions o) {
 Subcommand add_verify_command(CLI::App& parent) {
   CLI::App* cmd = parent.add_subcommand(
       "verify",
-      "Run a kernel under review (a plugin: device/include/lowbit/kernel_plugin.h) and the reference on the same\n"
+      "Run a kernel under review (a plugin: include/lowbit/kernel_plugin.h) and the reference on the same\n"
       "inputs and compare their outputs bit for bit, then run the kernel on the official golden cases of its\n"
       "format. The kernel runs in a child process of its own process group, killed whole after each case, with\n"
       "a time, memory and CPU limit, its output shown prefixed 'kernel| ' on stderr (docs/verifying-a-kernel.md):\n"

@@ -2,7 +2,7 @@
 
 #include "lowbit/file_input.hpp"
 #include "lowbit/strict_number.hpp"
-#include "parallel_blocks.hpp"
+#include "lowbit/parallel_blocks.hpp"
 
 #include <fmt/format.h>
 

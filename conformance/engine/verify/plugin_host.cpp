@@ -86,7 +86,7 @@ const lowbit_plugin& load_table(const std::string& library, SharedHeader& h) {
   void* handle = dlopen(plugin_in_child(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) child_fails(h, "cannot load it: " + load_error(library));
   auto entry = reinterpret_cast<lowbit_plugin_entry_fn>(dlsym(handle, LOWBIT_PLUGIN_ENTRY));
-  if (!entry) child_fails(h, "it exports no " LOWBIT_PLUGIN_ENTRY " (see device/include/lowbit/kernel_plugin.h)");
+  if (!entry) child_fails(h, "it exports no " LOWBIT_PLUGIN_ENTRY " (see include/lowbit/kernel_plugin.h)");
   const lowbit_plugin* p = entry();
   if (!p) child_fails(h, LOWBIT_PLUGIN_ENTRY "() returned no table");
   if (p->abi_version != LOWBIT_PLUGIN_ABI_VERSION)

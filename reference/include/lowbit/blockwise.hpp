@@ -128,7 +128,7 @@ void bnb_dequantize_into(std::span<const std::uint8_t> codes, std::span<const fl
                          std::span<const float> qmap, std::size_t block_size, std::span<float> out, int threads = 1);
 
 // The readable definitions, one element at a time on one thread, against which the fast paths are
-// tested (conformance/test_fast_paths.cpp). The dequantizers of the codebook formats have no second
+// tested (conformance/tests/test_fast_paths.cpp). The dequantizers of the codebook formats have no second
 // version: qmap[code] * scale is already the whole definition, and the fast path is that loop.
 namespace scalar {
 void torchao_quantize(std::span<const float> x, std::span<const float> qmap, std::size_t block_size,

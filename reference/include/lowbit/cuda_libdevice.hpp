@@ -19,7 +19,7 @@ float log2f(float x);
 
 // The one non-IEEE step of powf: rcp.approx.ftz.f32 (MUFU.RCP), which PTX documents only within
 // 1 ulp. Measured on a GPU for the 2^23 inputs of [1, 2) (docs/device/README.md): the result for
-// 1 + m * 2^-23, as bits, from the embedded table (src/cuda_rcp_table.cpp).
+// 1 + m * 2^-23, as bits, from the embedded table (reference/libdevice/cuda_rcp_table.cpp).
 std::uint32_t rcp_approx_ftz_1_2(std::uint32_t m);
 
 // Reference: rcp.approx.ftz.f32 as measured on an NVIDIA H200 (sm_90, CUDA 13.0), any input:

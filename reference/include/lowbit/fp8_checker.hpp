@@ -2,7 +2,7 @@
 // An independent FP8 checker: the expected code of a float32 input found by a nearest search over
 // the format's value table in double precision. Doubles hold every binary32, every FP8 value and
 // every midpoint between neighbours exactly, so the search is exact. It shares no code with the
-// bit-level encoder in fp8.hpp; the multiprecision oracle validates it (conformance/test_oracle.cpp).
+// bit-level encoder in fp8.hpp; the multiprecision oracle validates it (conformance/tests/test_oracle.cpp).
 #include <cstddef>
 #include <cstdint>
 #include <optional>

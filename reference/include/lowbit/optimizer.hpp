@@ -85,7 +85,7 @@ std::vector<float> dequantize(const Moment& m, TorchaoState kind, std::size_t bl
 // widened to float and comes back holding bf16 values.
 // The fast path (optimizer_torchao.cpp, optimizer_bnb.cpp): the block-wise fast paths (blockwise.hpp *_into) and
 // the vectorized element update on options.threads threads; the bytes of scalar::torchao_adam_step
-// for any input and thread count (conformance/test_fast_steps.cpp).
+// for any input and thread count (conformance/tests/test_fast_steps.cpp).
 void torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,
                        Moment& exp_avg_sq, Moment* max_exp_avg_sq, const AdamHyper& h,
                        const TorchaoAdamOptions& options);

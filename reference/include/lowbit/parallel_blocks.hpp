@@ -1,10 +1,12 @@
 #pragma once
 // The one way the arithmetic library spreads work over threads: consecutive ranges of blocks, one
 // range per thread. A block is computed by one thread from its own inputs into its own outputs, so
-// the bytes cannot depend on the thread count. Private to the library.
+// the bytes cannot depend on the thread count. Used by the arithmetic's fast paths and the engine's
+// input generators.
 #include <algorithm>
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 

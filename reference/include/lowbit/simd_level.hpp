@@ -1,7 +1,7 @@
 #pragma once
 // Which instruction set the fast paths of the arithmetic library use (fp8_cast.hpp, blockwise.hpp).
 // Chosen once per process from the CPU: AVX2 with FMA3 where present, else SSE2. Every level gives
-// the same bytes (conformance/test_fast_paths.cpp runs each one the CPU has); tests and benchmarks
+// the same bytes (conformance/tests/test_fast_paths.cpp runs each one the CPU has); tests and benchmarks
 // may pin one.
 #include <string_view>
 

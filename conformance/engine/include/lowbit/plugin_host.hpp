@@ -1,5 +1,5 @@
 #pragma once
-// The host side of the kernel plugin ABI (device/include/lowbit/kernel_plugin.h): loads a plugin
+// The host side of the kernel plugin ABI (include/lowbit/kernel_plugin.h): loads a plugin
 // library and runs one of its kernels on a case, always in a sandboxed child process (kernel_sandbox.hpp:
 // its own process group, killed whole; a time, memory and CPU limit; its output captured), so that a
 // plugin that crashes, hangs, forks or corrupts memory on load or on a case is reported, never takes
@@ -32,7 +32,7 @@ struct PluginKernel {
 // memory_bytes: the child's memory limit (0: default_kernel_memory()).
 std::vector<PluginKernel> plugin_kernels(const std::string& library, double timeout_seconds, std::uint64_t memory_bytes = 0);
 
-// The GPU a CUDA kernel runs on (device 0), as the CUDA runner (device/include/lowbit/cuda_runner.h)
+// The GPU a CUDA kernel runs on (device 0), as the CUDA runner (include/lowbit/cuda_runner.h)
 // describes it.
 struct CudaDevice {
   std::string name;
