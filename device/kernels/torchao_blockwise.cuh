@@ -2,7 +2,7 @@
 // torchao's block-wise states, per element, for our CUDA kernels (blockwise_plugin.cu) and their host
 // twin (blockwise_host_twin.cpp): the codebook states torchao.codebook8/4.signed/unsigned and the FP8
 // state torchao.fp8. Each function is one step of the reference (reference/codebook/blockwise.cpp
-// torchao_quantize, torchao_dequantize, torchao_fp8_quantize, torchao_fp8_dequantize; reference/src/
+// torchao_quantize, torchao_dequantize, torchao_fp8_quantize, torchao_fp8_dequantize; reference/codebook/
 // codebook.cpp torchao_search) in the same binary32 operations; docs/formats/torchao-codebook.md and
 // torchao-fp8.md state the arithmetic.
 #include "e4m3.cuh"

@@ -162,7 +162,7 @@ enum class Overflow {
 // A NaN the overflow policy makes (a finite value past the largest, or +-Inf in a format without
 // Inf) has the same magnitude but always the input's sign: c10, ml_dtypes and cuda_fp8.hpp's
 // __NV_NOSAT all keep it (CUDA 13.0 E4M3 NOSAT: -500 and -Inf give 0xFF while -NaN gives 0x7F;
-// conformance/test_cuda_fp8_host*.cpp compare every input).
+// conformance/tests/test_cuda_fp8_host*.cpp compare every input).
 struct NanEncoding {
   std::uint8_t magnitude = 0x7F;
   bool keeps_sign = true;
