@@ -265,13 +265,44 @@ def _object_shape(obj):
         return None
 
 
-def _read_dcp(path, weights_only=True) -> dict:
+def _nest(flat: dict, path) -> dict:
+    """DCP's flat names nested again by their dots, so that a state's parts (bitsandbytes' state1,
+    absmax1, qmap1) meet in one dict and keys read as in memory."""
+    nested = {}
+    for fqn, value in flat.items():
+        node = nested
+        *parents, leaf = fqn.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise CaseError(f"{path}: {fqn} lies under another item")
+        if leaf in node:
+            raise CaseError(f"{path}: {fqn} names an item and the items under it")
+        node[leaf] = value
+    return nested
+
+
+def _part_of(it, sharded):
+    """The part of a folder an item is read with: a sharded tensor's chunk alone; any other item with
+    the other items of its parameter (the same parent name, bitsandbytes' wrapper folded in)."""
+    if it.fqn in sharded:
+        return ("chunk", it.fqn, it.chunk_offset)
+    parent = it.fqn.rsplit(".", 1)[0] if "." in it.fqn else ""
+    if parent == _BNB_WRAPPER or parent.endswith("." + _BNB_WRAPPER):
+        parent = parent[:-len(_BNB_WRAPPER)].rstrip(".")
+    return ("parent", parent)
+
+
+def _dcp_parts(path, weights_only=True, whole=True, only=None):
     """A torch distributed checkpoint folder, item by item as DCP stored it: a torchao state object is
     read back whole (its codes), which loading into a plain tensor template would dequantize. A tensor
     that several ranks saved in chunks becomes a _Chunks of its chunks, each checked against the
-    metadata (declared once, stored once, tiling the tensor, of the declared shape). The metadata and
-    the item files are read as hostile input (_dcp.py: no code from the pickle runs, no file outside
-    the folder is opened); each item's bytes go through torch.load(weights_only=...)."""
+    metadata (declared once, stored once, tiling the tensor, of the declared shape) before a byte is
+    read. Yields (part, nested dict): one part of every item (whole), or one per chunk of a sharded
+    tensor and one per parameter's other items, read one after the other so that memory holds one
+    part (only: the parts to read). The metadata and the item files are read as hostile input
+    (_dcp.py: no code from the pickle runs, no file outside the folder is opened); each item's bytes
+    go through torch.load(weights_only=...)."""
     with _dcp.Folder(path) as folder:
         items, layouts = folder.contents(weights_only)
         by_fqn = {}
@@ -282,7 +313,19 @@ def _read_dcp(path, weights_only=True) -> dict:
         sharded = {fqn for fqn, its in by_fqn.items() if _is_sharded(fqn, its, layouts.get(fqn))}
         for fqn in sorted(sharded):
             _check_chunks(path, _name(fqn), by_fqn[fqn], layouts.get(fqn))
-        stored = folder.read(items)
+        _nest(dict.fromkeys(by_fqn), path)  # the names' structure, before any bytes
+        parts = {}
+        for it in items:
+            parts.setdefault(None if whole else _part_of(it, sharded), []).append(it)
+        for part, part_items in parts.items():
+            if only is not None and part not in only:
+                continue
+            yield part, _nest(_loaded(path, folder.read(part_items), layouts, sharded, weights_only), path)
+
+
+def _loaded(path, stored, layouts, sharded, weights_only) -> dict:
+    """fqn -> the object torch.load makes of its bytes (a _Chunks for a sharded tensor's chunks), each
+    of the shape the metadata declares."""
     flat = {}
     for it, data in stored:
         where = f"{path}: item {_dcp._short(it.fqn)}"
@@ -300,20 +343,16 @@ def _read_dcp(path, weights_only=True) -> dict:
             flat.setdefault(it.fqn, _Chunks(it.fqn, layouts[it.fqn][0], [])).chunks.append((it.chunk_offset, obj))
         else:
             flat[it.fqn] = obj
-    # nested again by the dots of DCP's names, so that a state's parts (bitsandbytes' state1, absmax1,
-    # qmap1) meet in one dict and keys read as in memory
-    nested = {}
-    for fqn, value in flat.items():
-        node = nested
-        *parents, leaf = fqn.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise CaseError(f"{path}: {fqn} lies under another item")
-        if leaf in node:
-            raise CaseError(f"{path}: {fqn} names an item and the items under it")
-        node[leaf] = value
-    return nested
+    return flat
+
+
+def _read_dcp(path, weights_only=True) -> dict:
+    """The whole folder as one nested dict (_dcp_parts)."""
+    parts = _dcp_parts(path, weights_only)
+    try:
+        return next(parts, (None, {}))[1]
+    finally:
+        parts.close()
 
 
 def load_state(source, weights_only=True):
@@ -501,6 +540,40 @@ def _collective(group, compute):
     return [v for v, _ in everyone]
 
 
+def _walk_part(part, path, bnb_block_size):
+    found, plain = [], []
+    try:
+        _walk(part, "", found, plain, bnb_block_size)
+    except TypeError as e:  # an object of a file where a tensor belongs: the file's fault
+        raise CaseError(f"{os.fspath(path)}: {e}") from None
+    return found, plain
+
+
+def _folder_contributions(path, bnb_block_size, weights_only) -> list:
+    """Every chunk's contribution to a DCP folder's signature, read one part at a time (a sharded
+    tensor's chunk, or a parameter's items): memory holds one part and the contributions (segment
+    hashes and the pieces of segments a chunk cuts), never the checkpoint. The unquantized chunks of
+    states that other chunks hold quantized are read in a second pass, once those states are known."""
+    bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
+    weights_only = _args.flag("weights_only", weights_only)
+    out, quantized, plain_parts = [], set(), set()
+    for part, nested in _dcp_parts(path, weights_only, whole=False):
+        found, plain = _walk_part(nested, path, bnb_block_size)
+        for s in found:
+            out.append(_sharded.contribution(_chunk(s, True)))
+            quantized.add(s.key)
+        if any(shape is not None for _, _, shape, _ in plain):
+            plain_parts.add(part)
+        del nested, found, plain
+    if not quantized:
+        raise ValueError(_NONE_FOUND)
+    mixed = {p for p in plain_parts if p[1] in quantized}
+    for _, nested in (_dcp_parts(path, weights_only, whole=False, only=mixed) if mixed else ()):
+        _, plain = _walk_part(nested, path, bnb_block_size)
+        out += [_sharded.contribution(c) for c in _plain_chunks(plain, quantized)]
+    return out
+
+
 def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True,
                     group=None) -> StateSignature:
     """The signature of every quantized state in a state dict (or a torch.save file, or a DCP folder):
@@ -513,17 +586,15 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
     one state_signature gives for a DCP folder they save. Without a group, a DTensor's local part is
     signed as if it were the whole state (scope "local shard")."""
     if group is None:
-        found, plain, folder = _find(state_dict, bnb_block_size, weights_only)
+        if isinstance(state_dict, (str, os.PathLike)) and os.path.isdir(state_dict):
+            contributions = _folder_contributions(state_dict, bnb_block_size, weights_only)
+            whole = all(c["shape"] == c["global_shape"] for c in contributions)
+            return _signature(contributions, "whole" if whole else f"DCP folder of {len(contributions)} chunks")
+        found, _, _ = _find(state_dict, bnb_block_size, weights_only)
         if not found:
             raise ValueError(_NONE_FOUND)
-        if folder:
-            keys = {s.key for s in found}
-            chunks = [_chunk(s, True) for s in found] + _plain_chunks(plain, keys)
-            scope = "whole" if all(c.shape == c.global_shape for c in chunks) else f"DCP folder of {len(chunks)} chunks"
-        else:
-            chunks = [_chunk(s, False) for s in found]
-            scope = "whole" if all(s.shape == s.global_shape for s in found) else "local shard"
-        return _signature([_sharded.contribution(c) for c in chunks], scope)
+        scope = "whole" if all(s.shape == s.global_shape for s in found) else "local shard"
+        return _signature([_sharded.contribution(_chunk(s, False)) for s in found], scope)
     state = {}
 
     def local_keys():

@@ -1,0 +1,63 @@
+"""Time and peak memory of lowbit.state_signature on a DCP folder (issue 27 item 4, docs/python.md).
+
+    python tools/bench/bench_state_signature.py write FOLDER --states K --log2 N
+        one process saves K torchao OptimState8bit states of 2^N elements each (random normal values,
+        block 256) with dcp.save, in FOLDER
+    python tools/bench/bench_state_signature.py sign FOLDER
+        state_signature(FOLDER) in this process; prints the seconds and the peak resident memory
+        (getrusage's ru_maxrss) above the memory after import lowbit and torch
+
+Run `sign` in a fresh process per measurement (ru_maxrss only grows).
+"""
+import argparse
+import resource
+import time
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write(folder, states, log2):
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torchao.optim.subclass_8bit import OptimState8bit
+
+    rows = 1 << (log2 // 2)
+    shape = (rows, (1 << log2) // rows)
+    sd = {"state": {}}
+    g = torch.Generator().manual_seed(0)
+    for i in range(states):
+        s = OptimState8bit.zeros(shape, signed=True, block_size=256)
+        s.copy_(torch.randn(shape, generator=g))
+        sd["state"][i] = {"exp_avg": s}
+    dcp.save(sd, checkpoint_id=folder)
+    print(f"{folder}: {states} state(s) of {shape[0]} x {shape[1]} ({1 << log2} elements)")
+
+
+def sign(folder):
+    import torch  # noqa: F401 (imported before the baseline, as state_signature imports it)
+    import torchao.optim  # noqa: F401
+
+    import lowbit
+
+    base = rss_mb()
+    start = time.perf_counter()
+    sig = lowbit.state_signature(folder)
+    took = time.perf_counter() - start
+    print(f"{folder}: {len(sig.states)} state(s), {took:.1f} s, peak RSS {rss_mb():.0f} MB "
+          f"({rss_mb() - base:.0f} MB above {base:.0f} MB after import); digest {sig.digest[:16]}")
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("command", choices=["write", "sign"])
+    p.add_argument("folder")
+    p.add_argument("--states", type=int, default=1)
+    p.add_argument("--log2", type=int, default=24)
+    a = p.parse_args()
+    write(a.folder, a.states, a.log2) if a.command == "write" else sign(a.folder)
+
+
+if __name__ == "__main__":
+    main()
