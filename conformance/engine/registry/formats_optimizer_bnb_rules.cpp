@@ -4,6 +4,7 @@
 // named moment: the one state of Lion (exp_avg), SGD (momentum_buffer), RMSprop (square_avg) and
 // Adagrad (sum), torch's names for them; AdEMAMix's 2-D state1 as its two rows exp_avg (state1[0],
 // absmax1[0]) and exp_avg_slow (state1[1], absmax1[1]), and exp_avg_sq (state2).
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -28,14 +29,15 @@ std::int64_t step_of(const Case& in) {
 }
 
 // float32 param and grad; each state's codes in blocks of block_size (the last partial), one absmax
-// per block, before and after the step; its 256-entry qmap.
-FormatSpec states_format(const std::string& name, const std::vector<BnbStateName>& states) {
+// per block, before and after the step; its 256-entry qmap. cuda: the CUDA kernels' fixed block of 256
+// and no CPU capability.
+FormatSpec states_format(const std::string& name, const std::vector<BnbStateName>& states, bool cuda = false) {
   FormatSpec f;
   f.name = name;
   const Schema f32_like_param = {.dtypes = {DType::F32}, .shape = same_shape("param")};
   f.inputs = {{"param", {.dtypes = {DType::F32}}}, {"grad", f32_like_param}, {"step", {.dtypes = {DType::I64}, .shape = scalar()}}};
   f.outputs = {{"param.next", f32_like_param}};
-  const Extent block = param_extent("block_size");
+  const Extent block = cuda ? elements(256) : param_extent("block_size");
   for (const BnbStateName& s : states) {
     const std::string qmap = s.name + ".qmap";
     for (const std::string suffix : {"", ".next"}) {
@@ -46,9 +48,11 @@ FormatSpec states_format(const std::string& name, const std::vector<BnbStateName
     }
     f.inputs.push_back({qmap, {.dtypes = {DType::F32}, .shape = table_of(256)}});
   }
-  f.default_params["block_size"] = 256;  // the CPU kernel's (blocksize = 256)
-  // torch's CPU capability: avx2 and avx512 fuse add(alpha) and addcmul, default does not
-  f.default_params["cpu_capability"] = "avx2";
+  if (!cuda) {
+    f.default_params["block_size"] = 256;  // the CPU kernel's (blocksize = 256)
+    // torch's CPU capability: avx2 and avx512 fuse add(alpha) and addcmul, default does not
+    f.default_params["cpu_capability"] = "avx2";
+  }
   f.fresh_state = [states](std::span<const float> param, const nlohmann::json&) { return bnb_fresh_state(param, states); };
   return f;
 }
@@ -228,11 +232,34 @@ FormatSpec ademamix_format() {
   return f;
 }
 
+// ---- CUDA ----------------------------------------------------------------------------------------
+
+FormatSpec lion_cuda_format() {
+  FormatSpec f = states_format("bnb.lion8bit.cuda", {{"exp_avg", true}}, true);
+  f.description = "one bitsandbytes 8-bit block-wise Lion step (Lion8bit, PagedLion8bit) as its one-state CUDA kernel "
+                  "computes it, with IEEE arithmetic for the fast-math intrinsics: decay before the update, "
+                  "1 - beta in float32, sign of NaN 0, no NaN/Inf reset (NaN states canonical), absmax over all 256 "
+                  "slots (tail padding included), sign fix with the 255 wrap";
+  f.provenance = "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION, float32, block 256)";
+  f.default_params.update(nlohmann::json{{"lr", 1e-4}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.0}});
+  // The real kernel's __fdividef is not modelled: codes may differ at ties and near boundaries.
+  f.default_tolerance = "bnb-cuda";
+  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+    std::vector<float> param = in.require("param").f32();
+    optimizer::Moment m = read_moment(in, "exp_avg", false);
+    if (step_of(in) > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
+    optimizer::bnb_lion_cuda_step(param, in.require("grad").f32(), m, rule_hyper(p, "beta1", "beta2"));
+    return outputs_of(param, {{"exp_avg", &m}});
+  };
+  return f;
+}
+
 }  // namespace
 
 void register_bnb_rule_formats(std::vector<FormatSpec>& out) {
   out.push_back(ademamix_format());
   for (const RuleSpec& r : rule_specs()) out.push_back(rule_format(r));
+  out.push_back(lion_cuda_format());
 }
 
 }  // namespace lowbit

@@ -78,6 +78,26 @@ void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, 
                            Moment& m2, Moment& nu, const BnbAdemamixHyper& h, std::size_t block_size = 256,
                            int threads = 1);
 
+// ---- CUDA, IEEE model ------------------------------------------------------------------------
+
+struct BnbLionCudaScalars {  // float32 as the kernel receives them (c_float) and derives them
+  float b1, w1, b2, w2, lr, wd, decay;
+};
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION), the
+// scalars: 1 - beta as 1.0f - f32(beta) (float32 arithmetic in the kernel, not f32(1 - beta) as on
+// the CPU) and the decay factor 1.0f - lr * wd contracted to fma(-lr, wd, 1) (as Adam's model).
+BnbLionCudaScalars bnb_lion_cuda_scalars(const BnbRuleHyper& h);
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION), one launch
+// on a float32 parameter (block 256), modelled with IEEE arithmetic, every multiply-add contracted as
+// nvcc's -fmad=true permits and every NaN a result the GPU's canonical 0x7FFFFFFF. Per slot of the
+// block's 256, tail padding included (gradient 0, parameter 0, code 128): if wd > 0, p = p * decay
+// (before the update); s0 = q[code] * absmax; u = lr * sgn(fma(s0, b1, w1 g)) with sgn(NaN) = 0;
+// s = fma(s0, b2, w2 g), with no NaN/Inf reset (unlike the two-state kernel); p = p - u. New absmax:
+// fmax of |s| over the 256 slots from -FLT_MAX (fmax passes over NaN); requantization as Adam's model
+// (bnb_cuda_search of s / absmax, sign fix, 0 - 1 wrapping to 255). docs/formats/bnb-lion8bit.md.
+void bnb_lion_cuda_step(std::span<float> param, std::span<const float> grad, Moment& state, const BnbRuleHyper& h);
+
 // The readable definitions of the two steps above, one element at a time on one thread (the element
 // functions in a loop, whole-array dequantize and the quantizer's scalar definition).
 namespace scalar {
