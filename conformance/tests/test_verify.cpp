@@ -19,7 +19,9 @@
 #include "lowbit/float_bits.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
+#include "lowbit/kernel_sandbox.hpp"
 #include "lowbit/plugin_host.hpp"
+#include "lowbit/verify.hpp"
 #include "perblock_e4m3.cuh"
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
@@ -60,6 +62,64 @@ TEST_CASE("verify: the reference as a plugin is conformant for every format on t
     CHECK(r.output.find("cases conformant: conformant") != std::string::npos);
     CHECK(lines_starting(r.output, "MISMATCH") == 0);
     CHECK(lines_starting(r.output, "FAILED") == 0);
+  }
+}
+
+TEST_CASE("verify(): the engine's run tells each case and skip as it comes, and is what the CLI prints and writes") {
+  // the reference as a plugin on one input and the shipped golden cases of torchao.fp8 (those of the
+  // other CPU capabilities are passed over, with why), then a mutant of the bank (torchao.codebook8's
+  // quantizer multiplying by the reciprocal of absmax) that must be caught on scaled-edges
+  struct Run_ {
+    std::string library, format, args;
+    std::vector<std::string> inputs;
+    std::string golden;
+  };
+  const std::vector<Run_> runs = {
+      {"reference_plugin", "torchao.fp8", "--input special", {"special"}, LOWBIT_GOLDEN_DIR},
+      {"mutant_reciprocal", "torchao.codebook8.signed", "--no-golden", {}, ""}};
+  for (const Run_& run : runs) {
+    CAPTURE(run.library);
+    const std::string library = open_plugin(plugin(run.library));
+    const FormatSpec& f = *find_format(run.format);
+    VerifyOptions o;
+    o.inputs = run.inputs;
+    o.policy = load_tolerance_policy(f.default_tolerance, LOWBIT_POLICY_DIR);
+    o.golden = run.golden;
+    o.made_by = {"lowbit " LOWBIT_VERSION, "lowbit verify " LOWBIT_VERSION};  // the CLI's
+    std::vector<std::string> told;
+    std::size_t done = 0;
+    VerifyEvents events;
+    events.case_done = [&](const VerifiedCase& v, const std::string& line) {
+      CHECK(line == verify_case_line(v));
+      told.push_back(line);
+      ++done;
+    };
+    events.case_skipped = [&](const std::string& line) { told.push_back(line); };
+    const std::vector<PluginKernel> kernels = plugin_kernels(library, 30);
+    const auto k = std::find_if(kernels.begin(), kernels.end(), [&](const PluginKernel& p) { return p.format == run.format; });
+    REQUIRE(k != kernels.end());
+    const VerifyReport r = verify(KernelUnderReview{library, k->name, 60, {}, 0}, f, o, events);
+    CHECK(done == r.cases.size());
+    CHECK(told.size() == r.cases.size() + r.skipped.size());
+    const bool reference = run.library == "reference_plugin";
+    CHECK(r.conformant == reference);
+    if (reference) {
+      CHECK(r.skipped.size() > 0);
+      for (const std::string& line : r.skipped) CHECK(line.find(": cpu_capability \"") != std::string::npos);
+      CHECK(std::any_of(r.cases.begin(), r.cases.end(), [](const VerifiedCase& v) { return v.label.starts_with("golden "); }));
+    } else {
+      CHECK(std::any_of(told.begin(), told.end(), [](const std::string& l) { return l.starts_with("MISMATCH scaled-edges:"); }));
+    }
+    TempDir dir("lowbit_verify_engine_");
+    const SplitRun cli = run_shell_split(std::string(LOWBIT_CLI) + " verify --kernel " + plugin(run.library) + ":" + k->name +
+                                         " " + run.args + " --golden " + LOWBIT_GOLDEN_DIR + " --report " + (dir / "r.json"));
+    CAPTURE(cli.err);
+    CHECK(cli.code == (reference ? 0 : 1));
+    std::string printed;
+    for (const std::string& line : told) printed += line + "\n";
+    CHECK(cli.out == printed + r.summary + "\n");
+    CHECK(slurp(dir / "r.json") == r.json.dump(2) + "\n");
+    CHECK(slurp(dir / "r.md") == r.markdown);
   }
 }
 

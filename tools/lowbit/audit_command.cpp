@@ -555,8 +555,7 @@ int run_audit(AuditOptions o) {
                 const KernelCase kc = kernel_round_trip(k, *f, xs, b, o.check_elements, xh);
                 const std::string what = fmt::format("{} {} block {}", src.name, f->name, b);
                 if (!kc.trusted()) throw KernelRefused{refusal_lines(what, k.kernel, kc)};
-                fmt::print("checked  {}: kernel {}: {} bit-identical to the reference{}\n", printable(what), printable(k.kernel),
-                           kc.sample_text(), kc.kernel_ms ? fmt::format(", kernel {:.3f} ms", *kc.kernel_ms) : "");
+                fmt::print("{}\n", checked_line(what, k.kernel, kc));
                 std::fflush(stdout);
                 return xh;
               });

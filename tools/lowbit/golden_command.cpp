@@ -105,9 +105,7 @@ void make_cases(const FormatSpec& spec, const nlohmann::json& params, const Inpu
     if (kernel) {
       KernelCase kc = run_checked_kernel(kernel->k, spec, to_run.inputs, kernel->check_elements);
       if (!kc.trusted()) throw KernelRefused{refusal_lines(to_run.stem, kernel->k.kernel, kc)};
-      fmt::print("checked  {}: kernel {}: {} bit-identical to the reference{}\n", printable(to_run.stem),
-                 printable(kernel->k.kernel), kc.sample_text(),
-                 kc.kernel_ms ? fmt::format(", kernel {:.3f} ms", *kc.kernel_ms) : "");
+      fmt::print("{}\n", checked_line(to_run.stem, kernel->k.kernel, kc));
       c = std::move(kc.made);
       c.metadata["source"] = kernel->source;
       c.metadata["function"] = "kernel " + kernel->k.kernel + " (format " + spec.name + ")";

@@ -107,8 +107,6 @@ CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, do
   }
 }
 
-std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
 std::string device_text(const CudaDevice& d) {
   return fmt::format("{} (compute capability {}.{}), driver {}, runtime {}", printable(d.name), d.major, d.minor,
                      cuda_version(d.driver), cuda_version(d.runtime));
@@ -151,27 +149,6 @@ CLI::Option* add_kernel_memory_option(CLI::App& app, std::string& text) {
                         "(1024-based); over it its allocations fail and its case says so. Default: 8G, or half of this "
                         "machine's memory when less")
       ->capture_default_str();
-}
-
-std::string refusal_lines(const std::string& stem, const std::string& kernel, const KernelCase& kc) {
-  const std::string head = "REFUSED  " + printable(stem) + ": kernel " + printable(kernel);
-  if (!kc.failure.empty()) return head + " " + printable(kc.failure) + "\n";
-  std::string out;
-  for (const SampleCheck& c : kc.checks) {
-    if (c.report.conformant) continue;
-    for (const TensorComparison& t : c.report.tensors) {
-      if (t.mismatches == 0 && t.fault.empty()) continue;
-      std::string classes;
-      for (MismatchClass m : kMismatchClasses)
-        if (const auto count = t.by_class[static_cast<std::size_t>(m)])
-          classes += fmt::format("{}{} {}", classes.empty() ? "" : ", ", count, mismatch_class_name(m));
-      out += head + fmt::format(", {}: '{}' ", c.label, printable(t.name)) +
-             (t.fault.empty() ? fmt::format("{} of {} elements differ from the reference ({})", t.mismatches, t.elements, classes)
-                              : printable(t.fault)) +
-             "\n";
-    }
-  }
-  return out;
 }
 
 }  // namespace lowbit::cli

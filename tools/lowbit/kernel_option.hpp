@@ -36,16 +36,10 @@ std::vector<PluginKernel> pick_kernels(const std::string& option, double timeout
 // `runner`, and device 0.
 CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner);
 
-std::string cuda_version(int v);              // CUDA's 1000 * major + 10 * minor as "13.0"
 std::string device_text(const CudaDevice& d); // "NAME (compute capability 9.0), driver 13.0, runtime 13.0"
 
 // The plugin library's file as provenance names it: "NAME (sha256 HEX)", the hash of the open file
 // every kernel run loads.
 std::string library_identity(const std::string& library);
-
-// Why a kernel's case is refused, one line a differing tensor, or the kernel's failure:
-// "REFUSED  STEM: kernel K, head: elements [0, 2048): 'codes' 3 of 2048 elements differ from the
-// reference (3 tie)".
-std::string refusal_lines(const std::string& stem, const std::string& kernel, const KernelCase& kc);
 
 }  // namespace lowbit::cli

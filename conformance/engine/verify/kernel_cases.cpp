@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "lowbit/plugin_host.hpp"
+#include "lowbit/printable.hpp"
 #include "lowbit/schema.hpp"
 
 namespace lowbit {
@@ -259,6 +260,32 @@ KernelCase run_checked_kernel(const KernelUnderReview& k, const FormatSpec& f, c
     r.checked += n - tail_begin;
   }
   return r;
+}
+
+std::string checked_line(const std::string& stem, const std::string& kernel, const KernelCase& kc) {
+  return fmt::format("checked  {}: kernel {}: {} bit-identical to the reference{}", printable(stem), printable(kernel),
+                     kc.sample_text(), kc.kernel_ms ? fmt::format(", kernel {:.3f} ms", *kc.kernel_ms) : "");
+}
+
+std::string refusal_lines(const std::string& stem, const std::string& kernel, const KernelCase& kc) {
+  const std::string head = "REFUSED  " + printable(stem) + ": kernel " + printable(kernel);
+  if (!kc.failure.empty()) return head + " " + printable(kc.failure) + "\n";
+  std::string out;
+  for (const SampleCheck& c : kc.checks) {
+    if (c.report.conformant) continue;
+    for (const TensorComparison& t : c.report.tensors) {
+      if (t.mismatches == 0 && t.fault.empty()) continue;
+      std::string classes;
+      for (MismatchClass m : kMismatchClasses)
+        if (const auto count = t.by_class[static_cast<std::size_t>(m)])
+          classes += fmt::format("{}{} {}", classes.empty() ? "" : ", ", count, mismatch_class_name(m));
+      out += head + fmt::format(", {}: '{}' ", c.label, printable(t.name)) +
+             (t.fault.empty() ? fmt::format("{} of {} elements differ from the reference ({})", t.mismatches, t.elements, classes)
+                              : printable(t.fault)) +
+             "\n";
+    }
+  }
+  return out;
 }
 
 bool kernel_round_trips(const FormatSpec& f) {

@@ -185,6 +185,8 @@ std::vector<PluginKernel> plugin_kernels(const std::string& library, double time
   return out;
 }
 
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
 CudaDevice probe_cuda_device(const std::string& runner, double timeout_seconds) {
   SharedMemory shared(sizeof(SharedHeader));
   SharedHeader& header = shared.header();

@@ -64,6 +64,14 @@ struct KernelCase {
 KernelCase run_checked_kernel(const KernelUnderReview& k, const FormatSpec& f, const Case& inputs,
                               std::uint64_t check_elements);
 
+// The lines golden generate --kernel and audit --kernel print for a kernel's case: trusted,
+// "checked  STEM: kernel K: every element bit-identical to the reference[, kernel 0.123 ms]" (no
+// newline); refused, one line a differing tensor or the kernel's failure, each ending in a newline:
+// "REFUSED  STEM: kernel K, head: elements [0, 2048): 'codes' 3 of 2048 elements differ from the
+// reference (3 tie)".
+std::string checked_line(const std::string& stem, const std::string& kernel, const KernelCase& kc);
+std::string refusal_lines(const std::string& stem, const std::string& kernel, const KernelCase& kc);
+
 // Whether a kernel of format f can stand for f's round trip in the audit: a quantizer that reads
 // `input` and writes `dequant` (an optimizer step cannot).
 bool kernel_round_trips(const FormatSpec& f);

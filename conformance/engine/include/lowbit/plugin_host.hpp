@@ -40,6 +40,8 @@ struct CudaDevice {
   int driver = 0, runtime = 0;       // CUDA versions, 1000 * major + 10 * minor
 };
 
+std::string cuda_version(int v);  // CUDA's 1000 * major + 10 * minor as "13.0"
+
 // No CUDA kernel can run here: the runner library cannot be loaded, or it finds no usable device.
 // what() is the reason alone ("cudaGetDeviceCount: no CUDA-capable device is detected").
 struct CudaUnavailable : std::runtime_error {

@@ -1,14 +1,19 @@
 #pragma once
 // Verifying a kernel under review: the reference (or an official golden case) and the kernel on the
-// same inputs, in a child process (plugin_host.hpp), compared bit for bit under a tolerance policy.
-// `lowbit verify` is this over a battery of inputs; the tests use it directly.
+// same inputs, in a child process (plugin_host.hpp), compared bit for bit under a tolerance policy:
+// verify_case for one case, verify() for the whole run that `lowbit verify` and lowbit.verify (Python)
+// make: the battery or the given inputs, the golden cases of the format, the totals and the reports.
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "lowbit/case_maker.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/plugin_host.hpp"
 
 namespace lowbit {
 
@@ -34,5 +39,54 @@ struct VerifiedCase {
 // golden one) and compares its outputs with the expected ones. PluginError when the plugin is unusable.
 VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, const Case& expected,
                          const TolerancePolicy& policy, std::string label);
+
+// One run of verify, as the caller resolved it (the CLI's options, lowbit.verify's arguments).
+struct VerifyOptions {
+  std::vector<std::string> inputs;  // input specs (generators.hpp); empty: the default battery (default_input_runs)
+  int steps = 3;                    // optimizer formats: steps per input
+  TolerancePolicy policy;           // the policy, its `strict` set
+  std::string golden;               // a golden folder whose cases of the format the kernel also runs; "": none.
+                                    // A folder without MANIFEST.json is passed over (the caller refuses one named by the user)
+  std::string save_cases;           // a folder for the expected and actual case of each non-conformant case; "": none
+  int threads = 1;                  // the inputs' and the reference's threads: the same bytes for any count
+  MadeBy made_by;                   // the metadata of the cases made ("lowbit 0.1.0", "lowbit verify 0.1.0")
+  std::optional<CudaDevice> device; // a CUDA kernel's GPU, for the reports
+};
+
+// What verify tells as it goes: each case once compared (with its line, verify_case_line) and each
+// case or golden file passed over (the line says why), so that a front end prints them as they come.
+struct VerifyEvents {
+  std::function<void(const VerifiedCase& v, const std::string& line)> case_done;
+  std::function<void(const std::string& line)> case_skipped;
+};
+
+// The whole run: every case in order, the skips, the totals and the three renderings.
+struct VerifyReport {
+  std::vector<VerifiedCase> cases;
+  std::vector<std::string> skipped;  // the lines of VerifyEvents::case_skipped, in order
+  std::size_t conformant_cases = 0;
+  bool conformant = false;           // every case conformant
+  std::string summary;               // "verify: kernel K (LIB), format F, policy P: 3 of 3 cases conformant: conformant; ..."
+  nlohmann::json json;               // `lowbit verify --report` (written as json.dump(2) and a newline)
+  std::string markdown;              // `lowbit verify --markdown`
+};
+
+// An input verify cannot run: a bad input spec or one the format cannot take (`input` names it, `why`
+// says why), or nothing at all to verify (no input and no golden case of the format: `input` empty).
+struct VerifyInputError : std::invalid_argument {
+  VerifyInputError(std::string input_spec, std::string reason);
+  std::string input, why;
+};
+
+// One case's line: "ok       edges: 2276 elements, 0 mismatches (0 allowed)", "MISMATCH ...", "FAILED   ...".
+std::string verify_case_line(const VerifiedCase& v);
+
+// Runs kernel k of `format` on the inputs of o (the default battery, skipping inputs the format cannot
+// take, or o.inputs) and on the golden cases of the format in o.golden (passing over those of another
+// back end, CPU capability or 16-bit input, with the reason), compares each with the reference under
+// o.policy, saves the non-conformant ones to o.save_cases, and reports. PluginError when the plugin is
+// unusable; VerifyInputError as above; a golden folder that cannot be read throws as its reader does.
+VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const VerifyOptions& o,
+                    const VerifyEvents& events = {});
 
 }  // namespace lowbit

@@ -1,0 +1,169 @@
+// verify(): a kernel under review over the battery (or the given inputs) and the golden cases of its
+// format, the totals and the reports (verify.hpp), for `lowbit verify` and lowbit.verify alike.
+#include <fmt/core.h>
+
+#include <filesystem>
+
+#include "lowbit/atomic_file.hpp"
+#include "lowbit/manifest.hpp"
+#include "lowbit/printable.hpp"
+#include "lowbit/verify.hpp"
+
+namespace lowbit {
+
+namespace {
+
+bool is_16bit_float(DType d) { return d == DType::BF16 || d == DType::F16; }
+
+// Why verify passes over a golden case, or "" when the kernel runs it. A case of another back end of
+// the format (bnb.blockwise8's `backend`, the one parameter that picks an implementation) is that
+// implementation's, not this kernel's: verify holds a kernel to the format's default back end, as its
+// generated inputs are. Likewise a case of another torch CPU capability (`cpu_capability`: the machine
+// the library ran on, not an arithmetic a kernel chooses), and a 16-bit `input` (bnb.blockwise8's bf16
+// and f16 cases: verify's own inputs are float32; conform checks the reference on them).
+std::string golden_skip(const FormatSpec& format, const Case& golden, const std::string& path) {
+  const nlohmann::json given = golden.params();
+  for (const char* key : {"backend", "cpu_capability"})
+    if (given.contains(key) && format.default_params.contains(key) && given.at(key) != format.default_params.at(key))
+      return fmt::format("skipped  golden {}: {} {} (verify checks the default, {})", printable(path), key,
+                         printable(given.at(key).dump()), printable(format.default_params.at(key).dump()));
+  if (const Tensor* input = golden.find("input"); input && is_16bit_float(input->dtype))
+    return fmt::format("skipped  golden {}: input {} (verify's inputs are F32)", printable(path), dtype_name(input->dtype));
+  return {};
+}
+
+// The totals, the verdict line and the JSON and Markdown reports of a finished run.
+void finish_report(const KernelUnderReview& k, const FormatSpec& format, const VerifyOptions& o, VerifyReport& r) {
+  const TolerancePolicy& policy = o.policy;
+  nlohmann::json cases = nlohmann::json::array();
+  std::string details;
+  ComparisonTotals totals;
+  for (const VerifiedCase& v : r.cases) {
+    r.conformant_cases += v.conformant();
+    if (v.failure.empty()) totals.add(v.report);
+    nlohmann::json j = {{"label", v.label}, {"conformant", v.conformant()}};
+    if (!v.failure.empty()) j["failure"] = v.failure;
+    else j["comparison"] = report_json(v.report);
+    if (v.kernel_ms) j["kernel_ms"] = *v.kernel_ms;
+    cases.push_back(j);
+    if (!v.conformant())
+      details += "\n### " + markdown_code(v.label) + "\n\n" +
+                 (v.failure.empty() ? report_markdown(v.report) : "The kernel " + markdown_text(v.failure) + ".\n");
+  }
+  r.conformant = r.conformant_cases == r.cases.size();
+  const std::string library_rounding = library_rounding_text(totals, policy);
+  r.summary = fmt::format("verify: kernel {} ({}), format {}, policy {}{}: {} of {} cases conformant: {}; {}",
+                          printable(k.kernel), printable(k.library), format.name, policy.name,
+                          policy.strict ? " (strict)" : "", r.conformant_cases, r.cases.size(),
+                          r.conformant ? "conformant" : "NOT conformant", library_rounding);
+  r.json = {{"kernel", k.kernel},
+            {"library", k.library},
+            {"format", format.name},
+            {"policy", policy.name},
+            {"strict", policy.strict},
+            {"conformant", r.conformant},
+            {"library_rounding", library_rounding_json(totals, policy)},
+            {"cases", cases}};
+  std::string device_md;
+  if (const std::optional<CudaDevice>& device = o.device) {
+    r.json["device"] = {{"name", device->name},
+                        {"compute_capability", std::to_string(device->major) + "." + std::to_string(device->minor)},
+                        {"driver_version", cuda_version(device->driver)},
+                        {"runtime_version", cuda_version(device->runtime)}};
+    device_md = fmt::format("\nDevice: {} (compute capability {}.{}), CUDA driver {}, runtime {}.\n\n"
+                            "| case | kernel time (ms, CUDA events) |\n|---|---|\n",
+                            markdown_code(device->name), device->major, device->minor, cuda_version(device->driver),
+                            cuda_version(device->runtime));
+    for (const VerifiedCase& v : r.cases)
+      device_md += "| " + markdown_code(v.label) + " | " + (v.kernel_ms ? fmt::format("{:.3f}", *v.kernel_ms) : "n/a") + " |\n";
+  }
+  r.markdown = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}{}; "
+                           "{}.\n{}{}",
+                           markdown_code(k.kernel), format.name, r.conformant ? "conformant" : "NOT conformant",
+                           r.conformant_cases, r.cases.size(), markdown_text(policy.name),
+                           policy.strict ? " (strict: every mismatch fails)" : "", library_rounding, device_md, details);
+}
+
+}  // namespace
+
+VerifyInputError::VerifyInputError(std::string input_spec, std::string reason)
+    : std::invalid_argument(input_spec.empty() ? reason : "input '" + input_spec + "': " + reason),
+      input(std::move(input_spec)),
+      why(std::move(reason)) {}
+
+std::string verify_case_line(const VerifiedCase& v) {
+  if (!v.failure.empty()) return fmt::format("FAILED   {}: the kernel {}", printable(v.label), printable(v.failure));
+  ComparisonTotals n;
+  n.add(v.report);
+  std::string faults;
+  for (const TensorComparison& t : v.report.tensors)
+    if (!t.fault.empty()) faults += "; " + t.name + ": " + t.fault;
+  // NaN encodings apart from the numeric mismatches; library rounding named wherever it occurs
+  const std::uint64_t nan = n.count(MismatchClass::NanEncoding), library = n.count(MismatchClass::LibraryRounding);
+  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}{}{}{}", v.conformant() ? "ok      " : "MISMATCH",
+                     printable(v.label), n.elements, n.mismatches - nan, n.allowed,
+                     nan ? fmt::format(", {} NaN encodings", nan) : "",
+                     library ? fmt::format(", {} library-rounding", library) : "", printable(faults),
+                     v.kernel_ms ? fmt::format(", kernel {:.3f} ms", *v.kernel_ms) : "");
+}
+
+VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const VerifyOptions& o, const VerifyEvents& events) {
+  // The default inputs are made for any format; one a format cannot take (COAT's activations want
+  // 2-D tiles, torchao whole blocks) is skipped with its reason. An input given is never skipped.
+  const bool defaults = o.inputs.empty();
+  std::vector<InputRun> runs;
+  for (const std::string& text : o.inputs) runs.push_back({text, format.default_params});
+  if (defaults && takes_input(format)) runs = default_input_runs(format);
+  if (!o.save_cases.empty()) std::filesystem::create_directories(o.save_cases);
+
+  VerifyReport r;
+  const auto skip = [&](const std::string& line) {
+    if (events.case_skipped) events.case_skipped(line);
+    r.skipped.push_back(line);
+  };
+  const auto record = [&](VerifiedCase v) {
+    if (events.case_done) events.case_done(v, verify_case_line(v));
+    if (!o.save_cases.empty() && !v.conformant()) {
+      const std::string stem = (std::filesystem::path(o.save_cases) / file_name_safe(v.label)).string();
+      write_case(stem + ".expected.safetensors", v.expected);
+      write_case(stem + ".actual.safetensors", v.actual);
+    }
+    r.cases.push_back(std::move(v));
+  };
+  if (!takes_input(format)) {
+    CaseToRun c = table_case(format, format.default_params, o.made_by);
+    record(verify_case(k, format, run_reference(format, c.inputs, o.threads), o.policy, c.stem));
+  }
+  for (const InputRun& run : runs) {
+    try {
+      for_each_reference_case(
+          format, run, o.steps, o.made_by, defaults,
+          [&](const std::string& stem, const Case& expected) { record(verify_case(k, format, expected, o.policy, stem)); },
+          [&](const std::string& stem, const std::string& why) {
+            skip(fmt::format("skipped  {}: {}", printable(stem), printable(why)));
+          },
+          o.threads);
+    } catch (const PluginError&) {
+      throw;
+    } catch (const std::exception& e) {  // a bad spec, or an input the format cannot take, named as given
+      throw VerifyInputError(run.spec, e.what());
+    }
+  }
+  if (!o.golden.empty() && std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json")) {
+    const FolderLock reading(o.golden, FolderLock::Mode::shared);  // no --replace rewrites a case under us
+    const Manifest manifest = read_golden_manifest(o.golden);
+    for (const ManifestEntry* e : select_entries(manifest, format.name)) {
+      Case golden = read_verified_case(o.golden, *e);
+      if (const std::string why = golden_skip(format, golden, e->path); !why.empty()) {
+        skip(why);
+        continue;
+      }
+      record(verify_case(k, format, golden, o.policy, "golden " + e->path));
+    }
+  }
+  if (r.cases.empty()) throw VerifyInputError("", "nothing to verify: no input, and no golden case of " + format.name);
+  finish_report(k, format, o, r);
+  return r;
+}
+
+}  // namespace lowbit
