@@ -7,21 +7,22 @@ audit. This package only converts arrays and dicts. docs/python.md is its manual
 from __future__ import annotations
 
 import json
+import numbers
 import os
 
 from . import _args, _core, _files
 from ._arrays import BIT_VIEWS
 from ._case import Case
-from ._core import CaseError
+from ._core import CaseError, PluginError
 from ._formats import FormatInfo, TensorInfo, format_info
 from ._formats import registry as _registry
-from ._report import Report, TensorReport
+from ._report import Report, TensorReport, VerifyCase, VerifyReport
 
 __version__ = _core.__version__
 POLICY_DIR = os.path.join(os.path.dirname(__file__), "policies")
 
 __all__ = [
-    "Case", "CaseError", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
+    "Case", "CaseError", "PluginError", "VerifyReport", "VerifyCase", "verify", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
     "reference", "compare", "load_case", "save_case", "case_bytes", "parse_case", "default_inputs", "dequantize",
     "state_signature", "audit_state", "choose", "quantized_states", "dequantized_state_case", "tensor_signature",
     "optimizer_signature",
@@ -169,6 +170,36 @@ def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> l
                     c.dtypes.pop(t.name, None)
         out.append(c)
     return out
+
+
+def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, policy: str = None, strict: bool = False,
+           golden=None, save_cases=None, timeout: float = 60.0, memory: int = 0, threads: int = 1) -> VerifyReport:
+    """`lowbit verify` from Python: the engine's same verify run on a kernel plugin (the shared library
+    `kernel`, include/lowbit/kernel_plugin.h; `name` picks one of its kernels, by default the one that
+    implements `format`). The kernel runs in a sandboxed child process per case, on the default battery
+    (or `inputs`, a list of input specs such as "normal:n=4096") and on the golden cases of the format in
+    the folder `golden` (None: none), each compared with the reference bit for bit under `policy` (a
+    shipped name or a JSON file's path; default: the format's). save_cases: a folder for the expected and
+    actual case file of each case that does not conform. Host kernels only. Returns a VerifyReport;
+    raises ValueError for bad arguments or inputs, lowbit.PluginError for an unusable plugin."""
+    library = _args.path("kernel", kernel)
+    format = _args.string("format", format)
+    name = "" if name is None else _args.string("name", name)
+    if inputs is None:
+        inputs = []
+    elif isinstance(inputs, str) or not all(isinstance(i, str) for i in inputs):
+        raise TypeError("inputs: a list of input spec strings")
+    steps = _args.whole("steps", steps, 1, 1000)
+    policy = "" if policy is None else (policy if isinstance(policy, str) else _args.path("policy", policy))
+    strict = _args.flag("strict", strict)
+    golden = "" if golden is None else _args.path("golden", golden)
+    save_cases = "" if save_cases is None else _args.path("save_cases", save_cases)
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 1e-3 <= float(timeout) <= 86400:
+        raise ValueError(f"timeout={timeout!r}: not a number of seconds in 0.001..86400")
+    memory = _args.whole("memory", memory, 0, 1 << 40)
+    threads = _args.whole("threads", threads, 1, 1024)
+    return VerifyReport(*_core.verify(library, name, format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
+                                      save_cases, float(timeout), memory, threads))
 
 
 def dequantize(case) -> "numpy.ndarray":

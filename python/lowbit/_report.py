@@ -1,4 +1,5 @@
-"""The comparison report: the engine's JSON and Markdown (compare.hpp), as an object."""
+"""The comparison report and the verify report: the engine's JSON and Markdown (compare.hpp, verify.hpp),
+as objects."""
 from __future__ import annotations
 
 import json
@@ -30,7 +31,20 @@ class TensorReport:
         return f"TensorReport({self.name}: {self.mismatches} of {self.elements} differ)"
 
 
-class Report:
+class _Rendered:
+    """The engine's two renderings of a report and its verdict, as both reports give them."""
+
+    def markdown(self) -> str:
+        return self._markdown
+
+    def json(self) -> str:
+        return self._json
+
+    def __bool__(self) -> bool:
+        return self.conformant
+
+
+class Report(_Rendered):
     """lowbit.compare's result. ``conformant`` and ``verdict`` say whether the actual case conforms under
     the policy; ``tensors`` holds a TensorReport per expected tensor; ``markdown()`` and ``json()`` are
     the engine's renderings (the same as ``lowbit compare --report``); ``summary`` is the Markdown's
@@ -73,14 +87,45 @@ class Report:
         """The Markdown's heading and totals paragraph: verdict, counts, format and policy."""
         return "\n\n".join(self._markdown.split("\n\n")[:2])
 
-    def markdown(self) -> str:
-        return self._markdown
-
-    def json(self) -> str:
-        return self._json
-
-    def __bool__(self) -> bool:
-        return self.conformant
-
     def __repr__(self) -> str:
         return f"Report({self.verdict}: {self.mismatches} mismatches, classes {self.classes})"
+
+
+class VerifyCase:
+    """One case of a verify run: its label (an input spec and step, or ``golden PATH``), whether it is
+    conformant, the kernel's failure when it crashed, hung or returned an error, and its comparison
+    (a Report of the case, None after a failure)."""
+
+    def __init__(self, d: dict):
+        self.label = d["label"]
+        self.conformant = bool(d["conformant"])
+        self.failure = d.get("failure", "")
+        comparison = d.get("comparison")
+        self.report = Report(json.dumps(comparison), "", self.conformant) if comparison is not None else None
+
+    def __repr__(self) -> str:
+        return f"VerifyCase({self.label}: {'conformant' if self.conformant else 'NOT conformant'})"
+
+
+class VerifyReport(_Rendered):
+    """lowbit.verify's result, the engine's verify run as ``lowbit verify`` makes it: ``conformant``
+    (every case), ``cases`` (a VerifyCase each, in order), ``lines`` (what ``lowbit verify`` prints for
+    each case and each skipped input or golden case, in order), ``summary`` (its verdict line), and
+    ``json()`` and ``markdown()``, the texts of ``lowbit verify --report`` and ``--markdown``."""
+
+    def __init__(self, json_text: str, markdown_text: str, conformant: bool, summary: str, lines: list):
+        self._json = json_text
+        self._markdown = markdown_text
+        self.data = json.loads(json_text)
+        self.conformant = bool(conformant)
+        self.summary = summary
+        self.lines = list(lines)
+        self.kernel = self.data["kernel"]
+        self.format = self.data["format"]
+        self.policy = self.data["policy"]
+        self.strict = self.data["strict"]
+        self.cases = [VerifyCase(c) for c in self.data["cases"]]
+
+    def __repr__(self) -> str:
+        bad = sum(not c.conformant for c in self.cases)
+        return f"VerifyReport({self.kernel}, {self.format}: {len(self.cases) - bad} of {len(self.cases)} cases conformant)"

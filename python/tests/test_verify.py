@@ -1,0 +1,89 @@
+"""lowbit.verify: the engine's verify run (the same function as `lowbit verify`) on kernel plugins built
+with the repository (conformance/plugins/ and the mutation bank conformance/mutants/, in
+build/release/conformance/plugins/, or $LOWBIT_PLUGIN_DIR). The reference as a plugin must pass, a
+mutant must be caught with the class its bug has, and where the CLI is built its report, lines and
+verdict must be the package's byte for byte. Without a build of the plugins these tests are skipped
+(the package alone builds no plugin)."""
+import json
+import os
+import subprocess
+
+import pytest
+
+import lowbit
+from conftest import GOLDEN, REPO
+
+PLUGINS = os.environ.get("LOWBIT_PLUGIN_DIR", os.path.join(REPO, "build", "release", "conformance", "plugins"))
+CLI = os.environ.get("LOWBIT_CLI", os.path.join(REPO, "build", "release", "tools", "lowbit", "lowbit"))
+
+
+def plugin(name):
+    path = os.path.join(PLUGINS, name + ".so")
+    if not os.path.isfile(path):
+        pytest.skip(f"no {path}: the plugins are built with the repository (cmake --build --preset release)")
+    return path
+
+
+def test_the_reference_as_a_plugin_is_conformant_on_the_battery_and_the_golden_cases():
+    r = lowbit.verify(plugin("reference_plugin"), "torchao.fp8", steps=1, golden=GOLDEN)
+    assert r.conformant and bool(r)
+    assert r.kernel == "reference.torchao.fp8" and r.format == "torchao.fp8"
+    labels = [c.label for c in r.cases]
+    assert "edges" in labels and any(label.startswith("golden ") for label in labels)
+    assert all(c.conformant and c.report.mismatches == 0 for c in r.cases)
+    assert f": {len(r.cases)} of {len(r.cases)} cases conformant: conformant; " in r.summary
+    assert r.markdown().startswith("# lowbit verify: kernel `reference.torchao.fp8`, format torchao.fp8: conformant")
+
+
+def test_a_mutant_is_caught_with_the_class_of_its_bug(tmp_path):
+    # torchao.codebook8.signed's quantizer multiplying by 1/absmax instead of dividing (mutant_reciprocal)
+    r = lowbit.verify(plugin("mutant_reciprocal"), "torchao.codebook8.signed", save_cases=tmp_path / "saved")
+    assert not r.conformant
+    bad = [c for c in r.cases if not c.conformant]
+    assert bad and "scaled-edges" in [c.label for c in bad]
+    assert any(line.startswith("MISMATCH scaled-edges:") for line in r.lines)
+    caught = next(c for c in bad if c.label == "scaled-edges")
+    assert caught.report.tensor("codes").classes.get("arithmetic-variant", 0) > 0
+    assert "NOT conformant" in r.summary and "NOT conformant" in r.markdown().splitlines()[0]
+    saved = sorted(os.listdir(tmp_path / "saved"))
+    assert "scaled-edges.actual.safetensors" in saved and "scaled-edges.expected.safetensors" in saved
+    actual = lowbit.load_case(tmp_path / "saved" / "scaled-edges.actual.safetensors")
+    expected = lowbit.load_case(tmp_path / "saved" / "scaled-edges.expected.safetensors")
+    assert not lowbit.compare(expected, actual).conformant
+
+
+@pytest.mark.parametrize("library,format,args", [
+    ("reference_plugin", "torchao.qmap", []),
+    ("mutant_fp8_ties_away", "fp8.e4m3fn.satfinite", ["normal:n=300"]),
+])
+def test_the_cli_prints_and_writes_what_the_package_returns(tmp_path, library, format, args):
+    if not os.access(CLI, os.X_OK):
+        pytest.skip(f"no {CLI}: the CLI is built with the repository")
+    path = plugin(library)
+    r = lowbit.verify(path, format, inputs=args or None, golden=GOLDEN)
+    kernel = f"{path}:{r.kernel}"
+    cmd = [CLI, "verify", "--kernel", kernel, "--golden", GOLDEN, "--report", str(tmp_path / "r.json"),
+           "--markdown", str(tmp_path / "r.md")] + [a for spec in args for a in ("--input", spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    assert out.returncode == (0 if r.conformant else 1), out.stderr
+    assert out.stdout.splitlines() == r.lines + [r.summary]
+    assert (tmp_path / "r.json").read_text() == r.json() + "\n"
+    assert (tmp_path / "r.md").read_text() == r.markdown()
+
+
+def test_bad_arguments_name_themselves():
+    ref = plugin("reference_plugin")
+    with pytest.raises(ValueError, match="no kernel named 'nope'"):
+        lowbit.verify(ref, "torchao.fp8", name="nope")
+    with pytest.raises(ValueError, match="implements torchao.fp8"):
+        lowbit.verify(ref, "torchao.qmap", name="reference.torchao.fp8")
+    with pytest.raises(ValueError, match="is not a file"):
+        lowbit.verify(os.path.join(PLUGINS, "absent.so"), "torchao.fp8")
+    with pytest.raises(ValueError, match="input 'nonsense:n=3'"):
+        lowbit.verify(ref, "torchao.fp8", inputs=["nonsense:n=3"])
+    with pytest.raises(ValueError, match="steps=0"):
+        lowbit.verify(ref, "torchao.fp8", steps=0)
+    with pytest.raises(ValueError, match="holds no MANIFEST.json"):
+        lowbit.verify(ref, "torchao.fp8", golden=PLUGINS)
+    with pytest.raises(lowbit.PluginError):
+        lowbit.verify(plugin("malformed_abi_version"), "torchao.fp8")
