@@ -317,7 +317,8 @@ def _dcp_parts(path, weights_only=True, whole=True, only=None):
         parts = {}
         for it in items:
             parts.setdefault(None if whole else _part_of(it, sharded), []).append(it)
-        for part, part_items in parts.items():
+        # by name: a sharded tensor's chunks one after the other (its offsets in the order of the items)
+        for part, part_items in sorted(parts.items(), key=lambda p: p[0][1] if p[0] else ""):
             if only is not None and part not in only:
                 continue
             yield part, _nest(_loaded(path, folder.read(part_items), layouts, sharded, weights_only), path)
@@ -417,6 +418,34 @@ def _joined(key, chunks):
               for n, (a, d) in first.stored.items()}
     return QuantizedState(key, first.library, first.format, tuple(shape), case, stored,
                           placements=(f"joined from {len(chunks)} DCP chunks",))
+
+
+def _states_one_by_one(source, bnb_block_size, weights_only):
+    """quantized_states's states, one state at a time where the source is a DCP folder (read one part,
+    or one sharded tensor's chunks, at a time), in key order."""
+    if not (isinstance(source, (str, os.PathLike)) and os.path.isdir(source)):
+        yield from quantized_states(source, bnb_block_size, weights_only)
+        return
+    bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
+    weights_only = _args.flag("weights_only", weights_only)
+    key, chunks, mixed = None, [], False
+    for part, nested in _dcp_parts(source, weights_only, whole=False):
+        found, plain = _walk_part(nested, source, bnb_block_size)
+        if part[0] == "chunk" and part[1] == key:
+            chunks += found
+            mixed = mixed or bool(plain)
+            continue
+        if chunks:
+            joined = None if mixed else _joined(key, chunks)
+            yield from sorted([joined] if joined else chunks, key=lambda s: s.offsets)
+        key, chunks, mixed = None, [], False
+        if part[0] == "chunk":
+            key, chunks, mixed = part[1], found, bool(plain)
+        else:
+            yield from sorted(found, key=lambda s: s.key)
+    if chunks:
+        joined = None if mixed else _joined(key, chunks)
+        yield from sorted([joined] if joined else chunks, key=lambda s: s.offsets)
 
 
 def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> list:
@@ -652,18 +681,15 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
     if moments is not None and not hasattr(moments, "items"):
         raise TypeError(f"moments: a {type(moments).__name__}, not a dict of name -> array")
     names = _core.audit_formats(formats)
-    sources = []  # (key, source, values, the optimizer's own format and block or None)
-    for s in quantized_states(state_dict, bnb_block_size, weights_only):
-        values = np.asarray(dequantize(s.case), dtype=np.float32)
-        key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
-        sources.append((key, f"dequantized {s.format} state", values, (s.format, int(s.case.params["block_size"]))))
+    moment_sources = []
     for name, value in (moments or {}).items():
         a, dtype = _arrays.as_array(name, value)
         if dtype != "F32":
             raise TypeError(f"moments['{name}']: {dtype}; the audit reads float32 moments")
-        sources.append((name, "unquantized", np.ascontiguousarray(a).reshape(-1), None))
-    rows, warnings = [], []
-    for key, source, x, stored_as in sources:
+        moment_sources.append((name, "unquantized", np.ascontiguousarray(a).reshape(-1), None))
+
+    def audited(key, source, x, stored_as):
+        """(key, rows, warning or None) of one tensor."""
         if not np.isfinite(x).all():
             raise ValueError(f"{key}: the audit needs finite values")
         exact, warning = _core.exact_round_trips(x, key)
@@ -672,10 +698,9 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
             warning = f"{warning}; {stored}" if warning else (
                 f"{key}: {stored}; the audit reads its dequantized values, not the moments, though no configuration "
                 f"gives a quarter of its nonzero blocks back unchanged")
-        if warning:
-            warnings.append(warning)
         exact_configs = {(fmt, int(block)) for fmt, block, _, _ in exact}
         negative = bool((x < 0).any())
+        rows = []
         for fmt in names:
             for bs in block_sizes:
                 row = {"tensor": key, "source": source, "format": fmt, "block_size": int(bs)}
@@ -686,7 +711,19 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
                     row.update(_core.audit(fmt, x, int(bs), threads))
                     row["looks_already_quantized"] = (fmt, int(bs)) in exact_configs
                 rows.append(row)
-    return rows, warnings
+        return key, rows, warning
+
+    def state_sources():  # one state's values at a time (a DCP folder is read a state at a time)
+        for s in _states_one_by_one(state_dict, bnb_block_size, weights_only):
+            values = np.asarray(dequantize(s.case), dtype=np.float32)
+            key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
+            yield (s.key, s.offsets), (key, f"dequantized {s.format} state", values,
+                                       (s.format, int(s.case.params["block_size"])))
+
+    results = [r for _, r in sorted(((order, audited(*source)) for order, source in state_sources()),
+                                    key=lambda r: r[0])]
+    results += [audited(*source) for source in moment_sources]
+    return [row for _, rs, _ in results for row in rs], [w for _, _, w in results if w]
 
 
 def choose(rows, budget: str) -> list:

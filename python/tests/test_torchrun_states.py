@@ -97,6 +97,21 @@ def test_the_saved_folder_has_the_in_job_signature(job, name):
     assert lowbit.dequantized_state_case(job / name)["state.4.exp_avg"].shape == (127, 64)
 
 
+def test_the_audit_reads_the_folder_a_state_at_a_time_and_measures_the_joined_states(job):
+    folder = job / "AdamW8bit"
+    rows, warnings = lowbit.audit_state(folder, formats=["bnb.blockwise8.dynamic"], block_sizes=[64, 256])
+    case = lowbit.dequantized_state_case(folder)
+    assert [r["tensor"] for r in rows[::2]] == EVEN + ["state.4.exp_avg@[0, 0]", "state.4.exp_avg_sq@[0, 0]"]
+    assert len(warnings) == 6
+    # the joined states' measures are those of their values, audited as moments (the same engine call)
+    from lowbit import _core
+
+    for row in rows:
+        if row["tensor"] in EVEN:
+            expected = _core.audit(row["format"], case[row["tensor"]].reshape(-1), row["block_size"], 1)
+            assert {k: row[k] for k in expected} == expected, row["tensor"]
+
+
 def test_a_failure_on_one_rank_is_raised_on_every_rank(job):
     r0, r1 = ranks(job, "AdamW8bit")
     # rank 1 holds no state: every rank finds rank 0's chunks short of the state and raises the same error

@@ -1,4 +1,5 @@
-"""Time and peak memory of lowbit.state_signature on a DCP folder (issue 27 item 4, docs/python.md).
+"""Time and peak memory of lowbit.state_signature and audit_state on a DCP folder (issue 27 item 4,
+docs/python.md).
 
     python tools/bench/bench_state_signature.py write FOLDER --states K --log2 N
         one process saves K torchao OptimState8bit states of 2^N elements each (random normal values,
@@ -6,6 +7,8 @@
     python tools/bench/bench_state_signature.py sign FOLDER
         state_signature(FOLDER) in this process; prints the seconds and the peak resident memory
         (getrusage's ru_maxrss) above the memory after import lowbit and torch
+    python tools/bench/bench_state_signature.py audit FOLDER
+        the same for audit_state(FOLDER) through torchao.codebook8.signed at block 256
 
 Run `sign` in a fresh process per measurement (ru_maxrss only grows).
 """
@@ -35,7 +38,7 @@ def write(folder, states, log2):
     print(f"{folder}: {states} state(s) of {shape[0]} x {shape[1]} ({1 << log2} elements)")
 
 
-def sign(folder):
+def sign(folder, audit=False):
     import torch  # noqa: F401 (imported before the baseline, as state_signature imports it)
     import torchao.optim  # noqa: F401
 
@@ -43,20 +46,25 @@ def sign(folder):
 
     base = rss_mb()
     start = time.perf_counter()
-    sig = lowbit.state_signature(folder)
+    if audit:
+        rows, _ = lowbit.audit_state(folder, formats=["torchao.codebook8.signed"], block_sizes=[256])
+        what = f"audit, {len(rows)} rows"
+    else:
+        sig = lowbit.state_signature(folder)
+        what = f"signature, {len(sig.states)} state(s), digest {sig.digest[:16]}"
     took = time.perf_counter() - start
-    print(f"{folder}: {len(sig.states)} state(s), {took:.1f} s, peak RSS {rss_mb():.0f} MB "
-          f"({rss_mb() - base:.0f} MB above {base:.0f} MB after import); digest {sig.digest[:16]}")
+    print(f"{folder}: {what}, {took:.1f} s, peak RSS {rss_mb():.0f} MB ({rss_mb() - base:.0f} MB above "
+          f"{base:.0f} MB after import)")
 
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["write", "sign"])
+    p.add_argument("command", choices=["write", "sign", "audit"])
     p.add_argument("folder")
     p.add_argument("--states", type=int, default=1)
     p.add_argument("--log2", type=int, default=24)
     a = p.parse_args()
-    write(a.folder, a.states, a.log2) if a.command == "write" else sign(a.folder)
+    write(a.folder, a.states, a.log2) if a.command == "write" else sign(a.folder, a.command == "audit")
 
 
 if __name__ == "__main__":
