@@ -90,6 +90,22 @@ inline bool string_param_is(const char* params, const char* key, const char* val
   return strstr(params, pair) != nullptr;
 }
 
+// {"lr":0.001,...} -> 0.001 as a double (the JSON number as written; the harness writes them so
+// that they read back exactly); false when absent or not a number.
+inline bool number_param(const char* params, const char* key, double* value) {
+  char quoted[64];
+  snprintf(quoted, sizeof quoted, "\"%s\"", key);
+  const char* at = strstr(params, quoted);
+  if (!at) return false;
+  at += strlen(quoted);
+  while (*at == ' ' || *at == ':') ++at;
+  char* end = nullptr;
+  *value = strtod(at, &end);
+  return end != at && (*end == ',' || *end == '}' || *end == ' ');
+}
+
+inline bool is(const lowbit_tensor* t, int32_t dtype, uint64_t bytes) { return t && t->dtype == dtype && t->bytes == bytes; }
+
 inline int32_t fail(char* error, uint64_t capacity, const char* what, const char* params) {
   snprintf(error, capacity, "%s (params %s)", what, params);
   return 1;

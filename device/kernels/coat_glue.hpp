@@ -36,21 +36,8 @@ using StepFn = int32_t (*)(const StepArgs&, bool expansion, char* error, uint64_
 
 namespace glue_coat {
 
-// {"lr":0.001,...} -> 0.001 as a double (the JSON number as written; the harness writes them so
-// that they read back exactly); false when absent or not a number.
-inline bool number_param(const char* params, const char* key, double* value) {
-  char quoted[64];
-  snprintf(quoted, sizeof quoted, "\"%s\"", key);
-  const char* at = strstr(params, quoted);
-  if (!at) return false;
-  at += strlen(quoted);
-  while (*at == ' ' || *at == ':') ++at;
-  char* end = nullptr;
-  *value = strtod(at, &end);
-  return end != at && (*end == ',' || *end == '}' || *end == ' ');
-}
-
-inline bool is(const lowbit_tensor* t, int32_t dtype, uint64_t bytes) { return t && t->dtype == dtype && t->bytes == bytes; }
+using glue::is;  // blockwise_glue.hpp, shared with the bitsandbytes Lion kernels
+using glue::number_param;
 
 }  // namespace glue_coat
 

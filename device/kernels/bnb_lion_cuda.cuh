@@ -1,0 +1,83 @@
+#pragma once
+// The arithmetic of our CUDA kernel of bitsandbytes' 8-bit block-wise Lion (bnb.lion8bit.cuda), one
+// definition for the device (bnb_lion_plugin.cu) and the host twin (bnb_lion_host_twin.cpp): the
+// reference's IEEE model of bitsandbytes' one-state kernel (reference/optimizer/optimizer_bnb_lion_cuda.cpp,
+// docs/formats/bnb-lion8bit.md), operation for operation, through ieee_ops.cuh's round-to-nearest
+// operations. Every NaN a result is the GPU's canonical 0x7FFFFFFF on both sides (the reference's too).
+#include "ieee_ops.cuh"
+
+namespace lowbit_kernels::bnb_lion {
+
+constexpr unsigned kBlock = 256;          // the kernel's block (BLOCKSIZE_1STATE)
+constexpr uint8_t kPadCode = 128;         // state1's code for a slot past the end
+constexpr uint32_t kGpuNan = 0x7FFFFFFFu;  // the GPU's canonical NaN
+constexpr uint32_t kNegFltMaxBits = 0xFF7FFFFFu;  // -FLT_MAX, where the block's absmax starts
+
+struct Scalars {
+  float b1, w1, b2, w2, lr, wd, decay;
+};
+
+// The float32 scalars from the params (each a double rounded once, as c_float does): 1 - beta in
+// float32, the decay factor 1 - lr * wd contracted.
+LOWBIT_HOST_DEVICE inline Scalars scalars(double lr, double beta1, double beta2, double weight_decay) {
+  Scalars s;
+  s.b1 = static_cast<float>(beta1);
+  s.b2 = static_cast<float>(beta2);
+  s.w1 = add_rn(1.0f, -s.b1);
+  s.w2 = add_rn(1.0f, -s.b2);
+  s.lr = static_cast<float>(lr);
+  s.wd = static_cast<float>(weight_decay);
+  s.decay = fma_rn(-s.lr, s.wd, 1.0f);
+  return s;
+}
+
+LOWBIT_HOST_DEVICE inline float gpu_nan(float x) { return is_nan(x) ? float_of(kGpuNan) : x; }
+
+// bitsandbytes' sgn: (0 < x) - (x < 0) as an int, 0 for NaN.
+LOWBIT_HOST_DEVICE inline float sgn(float x) { return static_cast<float>(static_cast<int>(0.0f < x) - static_cast<int>(x < 0.0f)); }
+
+struct Slot {
+  float param, state;
+};
+
+// One slot: p the parameter (0 past the end), g the gradient (0 past the end), s0 the dequantized state.
+// Built with LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER it is a mutant: the decay after the update (where
+// Adam's CUDA kernel puts it), which verify must catch.
+LOWBIT_HOST_DEVICE inline Slot slot(float p, float g, float s0, const Scalars& s) {
+#ifndef LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER
+  if (s.wd > 0.0f) p = mul_rn(p, s.decay);  // decoupled, before the update
+#endif
+  const float u = mul_rn(s.lr, sgn(fma_rn(s0, s.b1, mul_rn(s.w1, g))));
+  float next = add_rn(p, -u);
+#ifdef LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER
+  if (s.wd > 0.0f) next = mul_rn(next, s.decay);
+#endif
+  return {gpu_nan(next), gpu_nan(fma_rn(s0, s.b2, mul_rn(s.w2, g)))};
+}
+
+// bitsandbytes' quantize_2D as the reference's codebook::bnb_cuda_search models it: the bracket
+// q[i] <= y < q[i+1], the midpoint (q[i] + q[i+1]) * 0.5, ties to the even index, NaN to 0.
+LOWBIT_HOST_DEVICE inline uint8_t search(float y, const float* q) {
+  if (is_nan(y) || y < q[0]) return 0;
+  if (y >= q[255]) return 255;
+  unsigned lo = 0, hi = 255;  // q[lo] <= y < q[hi]
+  while (hi - lo > 1) {
+    const unsigned mid = (lo + hi) / 2;
+    if (q[mid] <= y) lo = mid;
+    else hi = mid;
+  }
+  const float midpoint = mul_rn(add_rn(q[lo], q[lo + 1]), 0.5f);
+  if (y < midpoint) return static_cast<uint8_t>(lo);
+  if (y > midpoint) return static_cast<uint8_t>(lo + 1);
+  return static_cast<uint8_t>(lo % 2 == 0 ? lo : lo + 1);
+}
+
+// The stored code of a new state: the search of state / absmax, then one code toward the state's sign
+// when the code's value has the other sign (0 - 1 wraps to 255).
+LOWBIT_HOST_DEVICE inline uint8_t code(float state, float absmax, const float* q) {
+  uint8_t c = search(div_rn(state, absmax), q);
+  if ((bits_of(q[c]) >> 31) != (bits_of(state) >> 31)) c = state > 0.0f ? static_cast<uint8_t>(c + 1) : static_cast<uint8_t>(c - 1);
+  return c;
+}
+
+}  // namespace lowbit_kernels::bnb_lion
