@@ -223,6 +223,32 @@ TEST_CASE("names and metadata from a file are printed escaped; an unknown comman
   CHECK(nothing.output.find("matches format 'no.such.format'") != std::string::npos);
 }
 
+TEST_CASE("inspect and audit --state handed a torch checkpoint say which python -m lowbit command reads it, exit 2") {
+  TempDir dir;
+  fs::create_directories(dir / "dcp");
+  std::ofstream(dir / "dcp/.metadata") << "a DCP folder's pickle";
+  std::ofstream(dir / "state.pt", std::ios::binary) << std::string("PK\x03\x04 a torch.save zip", 23);
+  struct Expected {
+    std::string args, what, then;
+  };
+  for (const Expected& e : {Expected{"inspect " + (dir / "dcp"), "a torch distributed checkpoint (DCP) folder",
+                                     "then `lowbit inspect states.safetensors`"},
+                            Expected{"audit --state " + (dir / "dcp"), "a torch distributed checkpoint (DCP) folder",
+                                     "then `lowbit audit --state states.safetensors --tensors KEYS"},
+                            Expected{"inspect " + (dir / "state.pt"), "a zip archive (a torch.save file?)", ""},
+                            Expected{"inspect " + dir.path.string(), "a folder", ""}}) {
+    CAPTURE(e.args);
+    const Run run = lowbit_cli(e.args);
+    const std::string path = e.args.substr(e.args.rfind(' ') + 1);
+    CHECK(run.code == 2);
+    CHECK(run.output.rfind("lowbit: error: " + path + ": " + e.what + ", not a case file;", 0) == 0);
+    CHECK(run.output.find("`python -m lowbit inspect " + path + "`") != std::string::npos);
+    CHECK(run.output.find("`python -m lowbit state-case " + path + " states.safetensors`") != std::string::npos);
+    CHECK(run.output.find(e.then) != std::string::npos);
+    CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the error") {
   for (const char* bad : {"0", "-3", "1.5", "65536", "x"}) {
     CAPTURE(bad);

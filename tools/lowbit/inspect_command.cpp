@@ -12,6 +12,7 @@
 #include "lowbit/printable.hpp"
 #include "lowbit/sha256.hpp"
 #include "subcommand.hpp"
+#include "torch_checkpoint.hpp"
 
 namespace lowbit::cli {
 
@@ -61,6 +62,7 @@ std::vector<float> as_floats(const Tensor& t) {
 }
 
 int run_inspect(const std::string& path) {
+  refuse_torch_checkpoint(path, "lowbit inspect states.safetensors");
   const Case c = read_case_guarded(path);
   fmt::print("{}\n", printable(path));
   for (const auto& [k, v] : c.metadata) fmt::print("  {}: {}\n", printable(k), printable(v));

@@ -1,0 +1,48 @@
+// A torch checkpoint handed where lowbit reads a case file: one line saying what to run instead.
+#include "torch_checkpoint.hpp"
+
+#include <fmt/core.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+
+#include "command.hpp"
+#include "lowbit/printable.hpp"
+
+namespace lowbit::cli {
+
+namespace {
+
+// torch.save writes a zip archive (torch/serialization.py, _use_new_zipfile_serialization): its first
+// four bytes are a local file header's signature
+bool looks_like_torch_save(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::array<char, 4> head{};
+  return in.read(head.data(), head.size()) && head == std::array<char, 4>{'P', 'K', '\3', '\4'};
+}
+
+}  // namespace
+
+void refuse_torch_checkpoint(const std::string& path, const std::string& then) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  const bool folder = !ec && std::filesystem::is_directory(status);
+  std::string what;
+  if (folder && std::filesystem::is_regular_file(std::filesystem::path(path) / ".metadata", ec))
+    what = "a torch distributed checkpoint (DCP) folder";
+  else if (folder)
+    what = "a folder";
+  else if (!ec && std::filesystem::is_regular_file(status) && looks_like_torch_save(path))
+    what = "a zip archive (a torch.save file?)";
+  else
+    return;
+  const std::string shown = printable(path);
+  throw UsageError(fmt::format(
+      "{}: {}, not a case file; lowbit reads safetensors case files. For an optimizer checkpoint, the Python "
+      "package reads it (docs/python.md): `python -m lowbit inspect {}` shows its states and signature; "
+      "`python -m lowbit state-case {} states.safetensors` writes their dequantized values, then `{}`",
+      shown, what, shown, shown, then));
+}
+
+}  // namespace lowbit::cli
