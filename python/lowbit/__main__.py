@@ -18,10 +18,18 @@ USAGE = ("usage: python -m lowbit inspect CHECKPOINT\n"
          "optimizer's state_dict()")
 
 
+def _progress(done, total) -> None:
+    """A progress line on a terminal's stderr, rewritten after each part of a folder is read."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"\rlowbit: read {done} of {total} parts ({100 * done // total} %)" +
+                         ("\n" if done == total else ""))
+        sys.stderr.flush()
+
+
 def inspect(path) -> None:
     import lowbit
 
-    sig = lowbit.state_signature(path)
+    sig = lowbit.state_signature(path, progress=_progress)
     print(path)
     for key, s in sig.states.items():
         fmt = s["format"] if isinstance(s["format"], str) else " + ".join(s["format"])

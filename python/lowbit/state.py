@@ -293,16 +293,16 @@ def _part_of(it, sharded):
     return ("parent", parent)
 
 
-def _dcp_parts(path, weights_only=True, whole=True, only=None):
+def _dcp_parts(path, weights_only=True, whole=True, only=None, progress=None):
     """A torch distributed checkpoint folder, item by item as DCP stored it: a torchao state object is
     read back whole (its codes), which loading into a plain tensor template would dequantize. A tensor
     that several ranks saved in chunks becomes a _Chunks of its chunks, each checked against the
     metadata (declared once, stored once, tiling the tensor, of the declared shape) before a byte is
     read. Yields (part, nested dict): one part of every item (whole), or one per chunk of a sharded
     tensor and one per parameter's other items, read one after the other so that memory holds one
-    part (only: the parts to read). The metadata and the item files are read as hostile input
-    (_dcp.py: no code from the pickle runs, no file outside the folder is opened); each item's bytes
-    go through torch.load(weights_only=...)."""
+    part (only: the parts to read; progress(parts read, parts to read) after each). The metadata and
+    the item files are read as hostile input (_dcp.py: no code from the pickle runs, no file outside
+    the folder is opened); each item's bytes go through torch.load(weights_only=...)."""
     with _dcp.Folder(path) as folder:
         items, layouts = folder.contents(weights_only)
         by_fqn = {}
@@ -318,10 +318,12 @@ def _dcp_parts(path, weights_only=True, whole=True, only=None):
         for it in items:
             parts.setdefault(None if whole else _part_of(it, sharded), []).append(it)
         # by name: a sharded tensor's chunks one after the other (its offsets in the order of the items)
-        for part, part_items in sorted(parts.items(), key=lambda p: p[0][1] if p[0] else ""):
-            if only is not None and part not in only:
-                continue
+        chosen = [p for p in sorted(parts.items(), key=lambda p: p[0][1] if p[0] else "")
+                  if only is None or p[0] in only]
+        for done, (part, part_items) in enumerate(chosen, 1):
             yield part, _nest(_loaded(path, folder.read(part_items), layouts, sharded, weights_only), path)
+            if progress is not None:
+                progress(done, len(chosen))
 
 
 def _loaded(path, stored, layouts, sharded, weights_only) -> dict:
@@ -578,7 +580,7 @@ def _walk_part(part, path, bnb_block_size):
     return found, plain
 
 
-def _folder_contributions(path, bnb_block_size, weights_only) -> list:
+def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> list:
     """Every chunk's contribution to a DCP folder's signature, read one part at a time (a sharded
     tensor's chunk, or a parameter's items): memory holds one part and the contributions (segment
     hashes and the pieces of segments a chunk cuts), never the checkpoint. The unquantized chunks of
@@ -586,7 +588,7 @@ def _folder_contributions(path, bnb_block_size, weights_only) -> list:
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
     out, quantized, plain_parts = [], set(), set()
-    for part, nested in _dcp_parts(path, weights_only, whole=False):
+    for part, nested in _dcp_parts(path, weights_only, whole=False, progress=progress):
         found, plain = _walk_part(nested, path, bnb_block_size)
         for s in found:
             out.append(_sharded.contribution(_chunk(s, True)))
@@ -597,14 +599,14 @@ def _folder_contributions(path, bnb_block_size, weights_only) -> list:
     if not quantized:
         raise ValueError(_NONE_FOUND)
     mixed = {p for p in plain_parts if p[1] in quantized}
-    for _, nested in (_dcp_parts(path, weights_only, whole=False, only=mixed) if mixed else ()):
+    for _, nested in (_dcp_parts(path, weights_only, whole=False, only=mixed, progress=progress) if mixed else ()):
         _, plain = _walk_part(nested, path, bnb_block_size)
         out += [_sharded.contribution(c) for c in _plain_chunks(plain, quantized)]
     return out
 
 
 def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True,
-                    group=None) -> StateSignature:
+                    group=None, progress=None) -> StateSignature:
     """The signature of every quantized state in a state dict (or a torch.save file, or a DCP folder):
     equal before and after a save/load round trip (torch.save, DCP), different when one code, scale or
     table entry differs. ValueError when there is no quantized state.
@@ -613,10 +615,16 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
     rank of it calls state_signature with its own state dict, the ranks' parts of each DTensor state
     are combined by a collective, and every rank returns the same signature of the global states, the
     one state_signature gives for a DCP folder they save. Without a group, a DTensor's local part is
-    signed as if it were the whole state (scope "local shard")."""
+    signed as if it were the whole state (scope "local shard").
+
+    progress: for a DCP folder, a callable(parts read, parts to read) called after each part it reads
+    (python -m lowbit shows it as a progress line); a second pass, over the unquantized chunks of partly
+    quantized states, counts from 1 again."""
     if group is None:
         if isinstance(state_dict, (str, os.PathLike)) and os.path.isdir(state_dict):
-            contributions = _folder_contributions(state_dict, bnb_block_size, weights_only)
+            if progress is not None and not callable(progress):
+                raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
+            contributions = _folder_contributions(state_dict, bnb_block_size, weights_only, progress)
             whole = all(c["shape"] == c["global_shape"] for c in contributions)
             return _signature(contributions, "whole" if whole else f"DCP folder of {len(contributions)} chunks")
         found, _, _ = _find(state_dict, bnb_block_size, weights_only)

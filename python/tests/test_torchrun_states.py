@@ -97,6 +97,18 @@ def test_the_saved_folder_has_the_in_job_signature(job, name):
     assert lowbit.dequantized_state_case(job / name)["state.4.exp_avg"].shape == (127, 64)
 
 
+def test_progress_is_told_after_each_part_of_the_folder(job):
+    seen = []
+    sig = lowbit.state_signature(job / "AdamW8bit", progress=lambda done, total: seen.append((done, total)))
+    # each chunk and each parameter's other items (steps, the biases' float32 states) one at a time, then the
+    # float32 chunks of the two mixed states in a second pass
+    n = seen[0][1]
+    assert n > 12 and seen == [(i, n) for i in range(1, n + 1)] + [(1, 2), (2, 2)]
+    assert sig == lowbit.state_signature(job / "AdamW8bit")
+    with pytest.raises(TypeError, match="progress: a int"):
+        lowbit.state_signature(job / "AdamW8bit", progress=1)
+
+
 def test_the_audit_reads_the_folder_a_state_at_a_time_and_measures_the_joined_states(job):
     folder = job / "AdamW8bit"
     rows, warnings = lowbit.audit_state(folder, formats=["bnb.blockwise8.dynamic"], block_sizes=[64, 256])
