@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Python package (python/, docs/python.md) in .venv (ignored by git): reuses an existing .venv
-# (one with bitsandbytes too runs its tests as well) and installs from PyPI only the pinned packages of
-# python/requirements-ci.txt that it lacks (torch and torchao among them, for the torch tests), then builds and installs ./python
+# and installs from PyPI only the pinned packages of
+# python/requirements-ci.txt that it lacks (torch, torchao and bitsandbytes among them, for their tests), then builds and installs ./python
 # (the engine compiled from this tree; build/python/ keeps the build between runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
