@@ -227,7 +227,7 @@ TEST_CASE("inspect and audit --state handed a torch checkpoint say which python 
   TempDir dir;
   fs::create_directories(dir / "dcp");
   std::ofstream(dir / "dcp/.metadata") << "a DCP folder's pickle";
-  std::ofstream(dir / "state.pt", std::ios::binary) << std::string("PK\x03\x04 a torch.save zip", 23);
+  std::ofstream(dir / "state.pt", std::ios::binary) << std::string("PK\x03\x04") + " a torch.save zip";
   struct Expected {
     std::string args, what, then;
   };
