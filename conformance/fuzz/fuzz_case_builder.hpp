@@ -66,7 +66,7 @@ class CaseBuilder {
       }
     }
     std::vector<std::string> names;
-    for (const Tensor& t : a.tensors) names.push_back(t.name);
+    for (const Tensor& t : a.tensors()) names.push_back(t.name);
     for (const std::string& name : names) {
       Tensor& t = *a.find(name);
       switch (alternative(7)) {
@@ -74,7 +74,7 @@ class CaseBuilder {
         case 1: change_elements(t, Change::Nudge); break;
         case 2: change_elements(t, Change::RandomBits); break;
         case 3: change_elements(t, Change::Special); break;
-        case 4: std::erase_if(a.tensors, [&](const Tensor& x) { return x.name == name; }); break;
+        case 4: a.remove(name); break;
         case 5: retype(t, pick_dtype()); break;
         case 6: reshape(t, fuzzed_shape(t)); break;
         case 7:  // a run of neighbours (at most 64: explaining a mismatch may cost a pass over the state)
@@ -359,7 +359,7 @@ class CaseBuilder {
       } catch (const std::exception&) {
       }
     }
-    if (c.tensors.empty()) c = f.fresh_state(std::vector<float>(4096, 0.5f), f.default_params);
+    if (c.tensors().empty()) c = f.fresh_state(std::vector<float>(4096, 0.5f), f.default_params);
     const Tensor& grad = c.require("grad");
     const std::size_t grad_size = grad.element_count() * dtype_size(grad.dtype);
     std::vector<std::uint8_t> g(bytes.begin() + half, bytes.begin() + half + std::min(half, grad_size));
@@ -465,12 +465,12 @@ class CaseBuilder {
     Tensor* t = c.find(name);
     if (!t) {  // absent (an optional input, an output the reference did not write): add one
       if (how == 1) return;
-      const Tensor* like = c.tensors.empty() ? nullptr : &c.tensors[pick(c.tensors.size())];
+      const Tensor* like = c.tensors().empty() ? nullptr : &c.tensors()[pick(c.tensors().size())];
       c.add(fresh_tensor(name, pick_dtype(), like && pick(2) ? like->shape : random_shape()));
       return;
     }
     switch (how) {
-      case 1: std::erase_if(c.tensors, [&](const Tensor& x) { return x.name == name; }); break;
+      case 1: c.remove(name); break;
       case 2: retype(*t, pick_dtype()); break;
       case 3: reshape(*t, fuzzed_shape(*t)); break;
       case 4: t->bytes = data_bytes(t->bytes.size(), t->dtype); break;
@@ -483,7 +483,7 @@ class CaseBuilder {
     static const char* const names[] = {"input", "qmap", "scale", "codes", "step", "lr", "param.next", "exp_avg.qmap",
                                         "codes_t", "sr_random", "max_exp_avg_sq", "extra"};
     const std::string name = names[pick(std::size(names))];
-    const Tensor* like = c.tensors.empty() ? nullptr : &c.tensors[pick(c.tensors.size())];
+    const Tensor* like = c.tensors().empty() ? nullptr : &c.tensors()[pick(c.tensors().size())];
     return fresh_tensor(name, pick_dtype(), like && pick(2) ? like->shape : random_shape());
   }
 

@@ -14,8 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const lowbit::Case back = lowbit::parse_case(lowbit::serialize_case(c), "round-trip");
-  if (back.tensors.size() != c.tensors.size() || back.metadata != c.metadata) std::abort();
-  for (const lowbit::Tensor& t : c.tensors) {
+  if (back.tensors().size() != c.tensors().size() || back.metadata != c.metadata) std::abort();
+  for (const lowbit::Tensor& t : c.tensors()) {
     const lowbit::Tensor* u = back.find(t.name);
     if (!u || u->bytes != t.bytes || u->shape != t.shape || u->dtype != t.dtype) std::abort();
   }

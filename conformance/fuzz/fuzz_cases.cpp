@@ -55,7 +55,7 @@ std::string check_seed(const std::filesystem::path& path, const FormatSpec& want
 void show(const Case& c, const char* which) {
   std::printf("%s\n", which);
   for (const auto& [k, v] : c.metadata) std::printf("  %s: %s\n", k.c_str(), v.c_str());
-  for (const Tensor& t : c.tensors) {
+  for (const Tensor& t : c.tensors()) {
     std::string shape;
     for (std::int64_t d : t.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
     std::printf("  %-20s %-8s [%s]\n", t.name.c_str(), std::string(dtype_name(t.dtype)).c_str(), shape.c_str());

@@ -47,7 +47,7 @@ lowbit_fuzz::Expected expected_table;
 
 void hand_to_plugin(const lowbit::Case& c) {
   expected_table.count = 0;
-  for (const lowbit::Tensor& t : c.tensors)
+  for (const lowbit::Tensor& t : c.tensors())
     if (expected_table.count < 16) expected_table.tensors[expected_table.count++] = {t.name.c_str(), t.bytes.data(), t.bytes.size()};
   char address[32];
   std::snprintf(address, sizeof address, "%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(&expected_table)));
@@ -86,9 +86,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const lowbit::KernelUnderReview under{library, k.name, timeout, {}, std::uint64_t{256} << 20};
       const lowbit::VerifiedCase v = lowbit::verify_case(under, *f, expected, lowbit::TolerancePolicy{}, "fuzz");
       if (!k.host && v.failure.empty()) finding("a CUDA kernel ran with no CUDA runner");
-      if (v.failure.empty() && v.actual.tensors.size() != expected.tensors.size())
+      if (v.failure.empty() && v.actual.tensors().size() != expected.tensors().size())
         finding("a completed run without every output");
-      for (const lowbit::Tensor& t : v.actual.tensors)
+      for (const lowbit::Tensor& t : v.actual.tensors())
         if (const lowbit::Tensor* e = expected.find(t.name); !e || e->bytes.size() != t.bytes.size() || e->shape != t.shape)
           finding("an output of another name, size or shape than declared: " + t.name);
     } catch (const lowbit::PluginError& e) {

@@ -62,8 +62,8 @@ TEST_CASE("round trip of every dtype, an empty tensor and a scalar") {
   std::memcpy(&header_len, bytes.data(), 8);
   CHECK((8 + header_len) % 8 == 0);  // header padded with spaces so the data area starts 8-aligned
   const Case back = parse_case(bytes, "memory");
-  REQUIRE(back.tensors.size() == c.tensors.size());
-  for (const Tensor& t : c.tensors) {
+  REQUIRE(back.tensors().size() == c.tensors().size());
+  for (const Tensor& t : c.tensors()) {
     const Tensor* u = back.find(t.name);
     REQUIRE(u);
     CHECK(u->dtype == t.dtype);
@@ -75,10 +75,52 @@ TEST_CASE("round trip of every dtype, an empty tensor and a scalar") {
   CHECK(serialize_case(back) == bytes);  // byte-stable
 }
 
+TEST_CASE("the name index follows add, remove, copies and take_tensors") {
+  const auto u8 = [](const std::string& name, std::uint8_t v) {
+    return Tensor::from_bytes(name, DType::U8, {1}, std::vector<std::uint8_t>{v});
+  };
+  const auto names = [](const Case& c) {
+    std::string s;
+    for (const Tensor& t : c.tensors()) s += t.name + " ";
+    return s;
+  };
+  const auto value = [](const Case& c, const std::string& name) { return c.require(name).bytes.at(0); };
+  Case c;
+  c.add(u8("a", 1));
+  c.add(u8("b", 2));
+  c.add(u8("c", 3));
+  c.add(u8("b", 20));  // a tensor of the same name is replaced in its place
+  CHECK(names(c) == "a b c ");
+  CHECK(value(c, "b") == 20);
+  CHECK(c.remove("b"));
+  CHECK_FALSE(c.remove("b"));
+  CHECK(names(c) == "a c ");
+  CHECK(c.find("b") == nullptr);
+  CHECK(value(c, "c") == 3);  // the positions after the removed one moved down
+  c.add(u8("b", 4));
+  CHECK(names(c) == "a c b ");
+  CHECK(value(c, "b") == 4);
+
+  Case copy = c;  // its own index, into its own tensors
+  copy.find("a")->bytes[0] = 9;
+  CHECK(value(c, "a") == 1);
+  CHECK(value(copy, "a") == 9);
+  CHECK(copy.find("c") == &copy.tensors()[1]);
+
+  const std::vector<Tensor> taken = c.take_tensors();
+  CHECK(taken.size() == 3);
+  CHECK(c.tensors().empty());
+  CHECK(c.find("a") == nullptr);
+  CHECK_THROWS_WITH_AS(c.require("a"), "<memory>: required tensor 'a' is missing", CaseError);
+  c.add(u8("z", 5));
+  CHECK(names(c) == "z ");
+  CHECK(value(c, "z") == 5);
+}
+
 TEST_CASE("write_case is atomic and read_case reads it back") {
   const std::string path = (std::filesystem::temp_directory_path() / "lowbit_test_case.safetensors").string();
   write_case(path, one_of_each_dtype());
-  CHECK(read_case(path).tensors.size() == 10);
+  CHECK(read_case(path).tensors().size() == 10);
   for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path()))
     CHECK(e.path().filename().string().rfind("lowbit_test_case.safetensors.", 0) == std::string::npos);  // no temporary left
   std::filesystem::remove(path);
@@ -185,7 +227,7 @@ TEST_CASE("malformed: more tensors than a case may hold; many tensors parse in l
   const auto start = std::chrono::steady_clock::now();
   const Case c = parse_case(many_tensors(std::size_t{1} << 18), "many");
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  CHECK(c.tensors.size() == (std::size_t{1} << 18));
+  CHECK(c.tensors().size() == (std::size_t{1} << 18));
   CHECK(value(seconds) < value(30.0));  // a guard against a quadratic regression, not a performance claim
 }
 
@@ -220,7 +262,7 @@ TEST_CASE("a golden file whose hash disagrees with the manifest is refused") {
   Manifest m;
   upsert(m, describe_case_file(dir.string(), "fmt/a.safetensors"));
   write_manifest(dir.string(), m);
-  CHECK(read_case_guarded((dir / "fmt/a.safetensors").string()).tensors.size() == 10);
+  CHECK(read_case_guarded((dir / "fmt/a.safetensors").string()).tensors().size() == 10);
   {  // flip one data byte at the very end
     std::fstream f(dir / "fmt/a.safetensors", std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(-1, std::ios::end);

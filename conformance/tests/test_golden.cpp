@@ -349,7 +349,7 @@ Case widened_to_f32(const Case& golden, std::initializer_list<const char*> names
   Case c;
   c.metadata = golden.metadata;
   c.origin = golden.origin;
-  for (const Tensor& t : golden.tensors)
+  for (const Tensor& t : golden.tensors())
     if (!spec.tensor(t.name) || std::none_of(spec.outputs.begin(), spec.outputs.end(), [&](const TensorSpec& o) { return o.name == t.name; }))
       c.add(t);
   for (const char* name : names) {

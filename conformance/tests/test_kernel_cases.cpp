@@ -37,8 +37,8 @@ std::vector<Case> reference_cases(const FormatSpec& f, const nlohmann::json& par
 }
 
 bool same_tensors(const Case& a, const Case& b) {
-  if (a.tensors.size() != b.tensors.size()) return false;
-  for (const Tensor& t : a.tensors) {
+  if (a.tensors().size() != b.tensors().size()) return false;
+  for (const Tensor& t : a.tensors()) {
     const Tensor* u = b.find(t.name);
     if (!u || u->dtype != t.dtype || u->shape != t.shape || u->bytes != t.bytes) return false;
   }
@@ -76,7 +76,7 @@ TEST_CASE("the cut into whole blocks is the reference's own: the reference on a 
         const Case part = slice_case(f, c, *s, f.default_params, begin, end);
         Case inputs;
         inputs.metadata = part.metadata;
-        for (const Tensor& t : part.tensors)
+        for (const Tensor& t : part.tensors())
           if (f.tensor(t.name) && std::find(f.outputs.begin(), f.outputs.end(), t.name) == f.outputs.end()) inputs.add(t);
         CHECK(same_tensors(run_reference(f, inputs), part));
       }

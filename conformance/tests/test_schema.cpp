@@ -49,8 +49,7 @@ Tensor reshaped(const Tensor& t, DType dtype, std::size_t count) {
 
 Case without(const Case& c, const std::string& name) {
   Case out = c;
-  out.tensors.erase(std::remove_if(out.tensors.begin(), out.tensors.end(), [&](const Tensor& t) { return t.name == name; }),
-                    out.tensors.end());
+  out.remove(name);
   return out;
 }
 

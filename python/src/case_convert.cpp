@@ -44,7 +44,7 @@ Case case_from_python(const nb::handle& tensors, const nb::handle& metadata, con
   for (nb::handle item : nb::cast<nb::list>(tensors)) {
     Tensor t = tensor_from_python(item, origin);
     if (c.find(t.name)) throw CaseError(origin + ": tensor '" + t.name + "' given twice");
-    c.tensors.push_back(std::move(t));
+    c.add(std::move(t));
   }
   for (auto [k, v] : nb::cast<nb::dict>(metadata)) c.metadata[nb::cast<std::string>(k)] = nb::cast<std::string>(v);
   return c;
@@ -64,7 +64,7 @@ nb::ndarray<nb::numpy, float, nb::ndim<1>> owned_floats(std::vector<float> value
 
 nb::tuple case_to_python(const Case& c) {
   nb::list tensors;
-  for (const Tensor& t : c.tensors) {
+  for (const Tensor& t : c.tensors()) {
     nb::list shape;
     for (std::int64_t e : t.shape) shape.append(e);
     tensors.append(nb::make_tuple(t.name, std::string(dtype_name(t.dtype)), shape, owned_bytes(t.bytes)));

@@ -479,7 +479,7 @@ int run_audit(AuditOptions o) {
     refuse_torch_checkpoint(o.state, "lowbit audit --state states.safetensors --tensors KEYS (the keys it prints)");
     state = read_case_guarded(o.state);  // held to its MANIFEST.json where one lists it; CaseError names the fault
     if (o.tensors.empty()) {
-      for (const Tensor& t : state.tensors) {
+      for (const Tensor& t : state.tensors()) {
         if (t.name.find("exp_avg") == std::string::npos) continue;
         if (t.dtype == DType::F32 || t.dtype == DType::BF16 || t.dtype == DType::F16)
           sources.push_back({o.state + ":" + t.name, t.name});
@@ -489,7 +489,7 @@ int run_audit(AuditOptions o) {
       }
       if (sources.size() == o.inputs.size()) {
         std::string names;
-        for (const Tensor& t : state.tensors) names += (names.empty() ? "" : ", ") + t.name;
+        for (const Tensor& t : state.tensors()) names += (names.empty() ? "" : ", ") + t.name;
         throw UsageError(fmt::format("{}: no tensor whose name contains exp_avg (tensors: {}); name them with --tensors",
                                      o.state, names.empty() ? "none" : names));
       }

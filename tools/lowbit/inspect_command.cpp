@@ -67,7 +67,7 @@ int run_inspect(const std::string& path) {
   fmt::print("{}\n", printable(path));
   for (const auto& [k, v] : c.metadata) fmt::print("  {}: {}\n", printable(k), printable(v));
   fmt::print("tensors:\n");
-  for (const Tensor& t : c.tensors) {
+  for (const Tensor& t : c.tensors()) {
     fmt::print("  {:<16} {:<8} {:<14} sha256 {}\n", printable(t.name), dtype_name(t.dtype), shape_text(t.shape), sha256_hex(t.bytes));
     const bool numeric = t.dtype == DType::F32 || t.dtype == DType::F16 || t.dtype == DType::BF16 ||
                          fp8::format_of_dtype(t.dtype).has_value();

@@ -4,11 +4,11 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
-#include <set>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <unordered_set>
+#include <utility>
 
 #include "lowbit/atomic_file.hpp"
 #include "lowbit/float_bits.hpp"
@@ -247,15 +247,13 @@ Tensor Tensor::from_bytes(std::string name, DType dtype, std::vector<std::int64_
 }
 
 const Tensor* Case::find(std::string_view name) const {
-  for (const Tensor& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 Tensor* Case::find(std::string_view name) {
-  for (Tensor& t : tensors)
-    if (t.name == name) return &t;
-  return nullptr;
+  const auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 const Tensor& Case::require(std::string_view name) const {
@@ -264,8 +262,28 @@ const Tensor& Case::require(std::string_view name) const {
 }
 
 void Case::add(Tensor t) {
-  if (Tensor* existing = find(t.name)) *existing = std::move(t);
-  else tensors.push_back(std::move(t));
+  if (Tensor* existing = find(t.name)) {
+    *existing = std::move(t);
+    return;
+  }
+  index_.emplace(t.name, tensors_.size());
+  tensors_.push_back(std::move(t));
+}
+
+bool Case::remove(std::string_view name) {
+  const auto it = index_.find(name);
+  if (it == index_.end()) return false;
+  const std::size_t at = it->second;
+  index_.erase(it);
+  tensors_.erase(tensors_.begin() + static_cast<std::ptrdiff_t>(at));
+  for (auto& [n, position] : index_)
+    if (position > at) --position;
+  return true;
+}
+
+std::vector<Tensor> Case::take_tensors() {
+  index_.clear();
+  return std::exchange(tensors_, {});
 }
 
 std::string Case::meta(const std::string& key, const std::string& fallback) const {
@@ -392,8 +410,7 @@ Case parse_case(std::span<const std::uint8_t> file, const std::string& origin) {
   c.origin = origin;
   const std::vector<Entry> entries = parse_layout(header_text, file.size() - 8 - header_len, c, fail);
   const std::uint8_t* data = file.data() + 8 + header_len;
-  for (const Entry& e : entries)
-    c.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {data + e.begin, data + e.end}});
+  for (const Entry& e : entries) c.add(Tensor{e.name, e.dtype, e.shape, {data + e.begin, data + e.end}});
   return c;
 }
 
@@ -408,7 +425,7 @@ Case read_case_header(const std::string& path) {
   Case c;
   c.origin = path;
   for (const Entry& e : parse_layout(header_text, f.size - 8 - header_len, c, fail))
-    c.tensors.push_back(Tensor{e.name, e.dtype, e.shape, {}});
+    c.add(Tensor{e.name, e.dtype, e.shape, {}});
   return c;
 }
 
@@ -429,10 +446,8 @@ Case read_case(const std::string& path) {
 }
 
 std::vector<std::uint8_t> serialize_case(const Case& c) {
-  std::vector<const Tensor*> order;
-  std::set<std::string> names;
-  for (const Tensor& t : c.tensors) {
-    if (!names.insert(t.name).second) throw CaseError("two tensors are named '" + t.name + "'");
+  std::vector<const Tensor*> order;  // names are unique: the case's index keeps them so
+  for (const Tensor& t : c.tensors()) {
     if (t.name == "__metadata__") throw CaseError("'__metadata__' cannot name a tensor");
     order.push_back(&t);
   }

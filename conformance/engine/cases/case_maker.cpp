@@ -90,7 +90,7 @@ void for_each_file_case(const FormatSpec& format, const nlohmann::json& params, 
   if (!format.fresh_state) {
     Case in;
     in.add(file_input_tensor(spec));
-    require_elements(spec, in.tensors.front().element_count(), "the tensor");
+    require_elements(spec, in.tensors().front().element_count(), "the tensor");
     run(with_metadata(std::move(in), format, params, stem, spec.text, 0, made_by));
     return;
   }

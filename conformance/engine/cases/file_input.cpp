@@ -11,7 +11,7 @@ namespace {
 
 std::string tensor_names(const Case& c) {
   std::string names;
-  for (const Tensor& t : c.tensors) names += (names.empty() ? "" : ", ") + t.name;
+  for (const Tensor& t : c.tensors()) names += (names.empty() ? "" : ", ") + t.name;
   return names.empty() ? "none" : names;
 }
 
@@ -40,7 +40,8 @@ Case read_file_input(const InputSpec& spec) {
   const std::string& path = spec.args.at("path");
   // the cap from the header, before a byte of data is read (a 2^29-element file took 4.2 GB and 22 s
   // to be refused after the whole read)
-  for (const Tensor& t : read_case_header(path).tensors)
+  const Case header = read_case_header(path);
+  for (const Tensor& t : header.tensors())
     if (t.element_count() > static_cast<std::uint64_t>(kMaxCount))
       throw std::invalid_argument("input spec '" + spec.text + "': tensor '" + t.name + "' of " + path + " has " +
                                   std::to_string(t.element_count()) + " elements, more than 2^28");
@@ -58,12 +59,12 @@ Tensor file_input_tensor(const InputSpec& spec) {
     if (!chosen)
       throw std::invalid_argument("input spec '" + spec.text + "': " + path + " has no tensor '" + named->second +
                                   "' (it has: " + tensor_names(c) + ")");
-  } else if (c.tensors.size() == 1) {
-    chosen = &c.tensors.front();
+  } else if (c.tensors().size() == 1) {
+    chosen = &c.tensors().front();
   } else {
     chosen = c.find("input");
     if (!chosen)
-      throw std::invalid_argument("input spec '" + spec.text + "': " + path + " holds " + std::to_string(c.tensors.size()) +
+      throw std::invalid_argument("input spec '" + spec.text + "': " + path + " holds " + std::to_string(c.tensors().size()) +
                                   " tensors and none is 'input': name one as file:PATH:TENSOR (it has: " +
                                   tensor_names(c) + ")");
   }

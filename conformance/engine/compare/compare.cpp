@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <string_view>
 #include <unordered_map>
 
 #include "lowbit/float_bits.hpp"
@@ -89,12 +88,6 @@ std::vector<bool> entries_differ(const Layout& layout, const BlockMap& blocks, c
   return differs;
 }
 
-std::unordered_map<std::string_view, const Tensor*> by_name(const Case& c) {
-  std::unordered_map<std::string_view, const Tensor*> m;
-  for (const Tensor& t : c.tensors) m.emplace(t.name, &t);
-  return m;
-}
-
 }  // namespace
 
 ComparisonReport compare_cases(const Case& expected, const Case& actual, const TolerancePolicy& policy,
@@ -105,19 +98,16 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
   r.format = expected.format();
   r.policy = policy;
   const FormatSpec* spec = find_format(r.format);
-  if (expected.tensors.empty()) throw CaseError(expected.origin + ": the expected case holds no tensors: nothing to compare");
+  if (expected.tensors().empty()) throw CaseError(expected.origin + ": the expected case holds no tensors: nothing to compare");
   // The expected case is held to its format's schema (the tensors it has); the explainers read its
   // inputs and tables, so they run only on a complete one.
   if (spec) validate_case(*spec, expected, CaseScope::Present);
   const bool explainable = spec && spec->explain && missing_tensors(*spec, expected, CaseScope::Complete).empty();
 
-  // Tensors by name for this comparison's look-ups (Case::find is a linear scan: a header of
-  // thousands of tensors made the comparison quadratic).
-  const auto expected_by_name = by_name(expected), actual_by_name = by_name(actual);
   // per per-block tensor (scale, expand, centre): the scale-propagated mismatches of each block, so
   // that each differing entry is reported once as the root cause with their count
   std::unordered_map<std::string, std::vector<std::uint64_t>> caused;
-  for (const Tensor& t : expected.tensors) {
+  for (const Tensor& t : expected.tensors()) {
     const TensorSpec* decl = spec ? spec->tensor(t.name) : nullptr;
     const BlockMap map = block_map(expected, t);
     TensorComparison tc;
@@ -127,8 +117,7 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
     tc.elements = t.element_count();
     tc.block_size = map.block_elements();
     tc.layout = map.description;
-    const auto found = actual_by_name.find(t.name);
-    const Tensor* a = found == actual_by_name.end() ? nullptr : found->second;
+    const Tensor* a = actual.find(t.name);
     if (!a) tc.fault = "missing from the actual case";
     else if (a->dtype != t.dtype) tc.fault = "dtype " + std::string(dtype_name(a->dtype)) + ", expected " + tc.dtype;
     else if (a->shape != t.shape) tc.fault = "shape differs from the expected one";
@@ -225,8 +214,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
     for (MismatchRecord& m : tc.first_mismatches)
       if (m.index < found->second.size()) m.propagated = found->second[m.index];  // entry j is block j
   }
-  for (const Tensor& t : actual.tensors)
-    if (!expected_by_name.contains(t.name)) r.extra_in_actual.push_back(t.name);
+  for (const Tensor& t : actual.tensors())
+    if (!expected.find(t.name)) r.extra_in_actual.push_back(t.name);
   return r;
 }
 

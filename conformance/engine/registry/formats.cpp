@@ -146,9 +146,9 @@ std::string dequantized_signature(std::span<const float> values) {
 
 Case advanced_state(const Case& done) {
   Case next;
-  for (const Tensor& t : done.tensors)
+  for (const Tensor& t : done.tensors())
     if (!t.name.ends_with(".next") && !done.find(t.name + ".next")) next.add(t);
-  for (const Tensor& t : done.tensors) {
+  for (const Tensor& t : done.tensors()) {
     if (!t.name.ends_with(".next")) continue;
     Tensor renamed = t;
     renamed.name = t.name.substr(0, t.name.size() - 5);

@@ -127,7 +127,7 @@ std::vector<Tensor> whole_outputs(const FormatSpec& f, const std::map<std::strin
                                   const Case& sample, std::size_t n) {
   std::vector<Tensor> out;
   std::map<std::string, std::vector<std::int64_t>> shapes;
-  for (const Tensor& t : inputs.tensors) shapes[t.name] = t.shape;
+  for (const Tensor& t : inputs.tensors()) shapes[t.name] = t.shape;
   for (const TensorSpec& spec : f.outputs) {
     const Tensor& s = sample.require(spec.name);
     const TensorCut& c = cuts.at(spec.name);
@@ -150,7 +150,7 @@ std::vector<Tensor> whole_outputs(const FormatSpec& f, const std::map<std::strin
 KernelRun run_on(const KernelUnderReview& k, const FormatSpec& f, const Case& inputs, const std::vector<const Tensor*>& like,
                  const nlohmann::json& params) {
   std::vector<const Tensor*> in;
-  for (const Tensor& t : inputs.tensors)
+  for (const Tensor& t : inputs.tensors())
     if (is_input(f, t.name)) in.push_back(&t);
   return run_plugin_kernel(k.library, k.kernel, in, params.dump(), like, k.timeout_seconds, k.cuda_runner, k.memory_bytes);
 }
@@ -177,7 +177,7 @@ Case slice_case(const FormatSpec& f, const Case& c, const Slicing& s, const nloh
   Case out;
   out.metadata = c.metadata;
   out.origin = c.origin + " elements " + range_text(begin, end);
-  for (const Tensor& t : c.tensors) {
+  for (const Tensor& t : c.tensors()) {
     const auto cut = cuts->find(t.name);
     if (cut == cuts->end() || cut->second.kind == Cut::Whole) {
       out.add(t);
@@ -222,7 +222,7 @@ KernelCase run_checked_kernel(const KernelUnderReview& k, const FormatSpec& f, c
     }
     r.kernel_ms = run.kernel_ms;
     r.made = inputs;
-    for (Tensor& t : run.outputs.tensors) r.made.add(std::move(t));
+    for (Tensor& t : run.outputs.take_tensors()) r.made.add(std::move(t));
     r.made.origin = "kernel " + k.kernel + " on " + inputs.origin;
     return true;
   };
@@ -230,7 +230,7 @@ KernelCase run_checked_kernel(const KernelUnderReview& k, const FormatSpec& f, c
   if (!cuts || r.elements <= check_elements) {  // the whole case, against the reference's
     const Case expected = run_reference(f, inputs);
     std::vector<const Tensor*> like;
-    for (const Tensor& t : expected.tensors)
+    for (const Tensor& t : expected.tensors())
       if (!is_input(f, t.name)) like.push_back(&t);
     if (!finish_run(run_on(k, f, inputs, like, params))) return r;
     r.checks.push_back({r.elements ? "all " + std::to_string(r.elements) + " elements" : "the whole case",

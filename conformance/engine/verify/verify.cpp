@@ -11,7 +11,7 @@ VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, c
                          const TolerancePolicy& policy, std::string label) {
   validate_case(format, expected, CaseScope::Complete);
   std::vector<const Tensor*> inputs, outputs;
-  for (const Tensor& t : expected.tensors) {
+  for (const Tensor& t : expected.tensors()) {
     const bool input = std::find(format.inputs.begin(), format.inputs.end(), t.name) != format.inputs.end() ||
                        std::find(format.optional_inputs.begin(), format.optional_inputs.end(), t.name) !=
                            format.optional_inputs.end();
@@ -30,7 +30,7 @@ VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, c
     return v;
   }
   v.kernel_ms = run.kernel_ms;
-  for (Tensor& t : run.outputs.tensors) v.actual.add(std::move(t));
+  for (Tensor& t : run.outputs.take_tensors()) v.actual.add(std::move(t));
   v.report = compare_cases(expected, v.actual, policy);
   return v;
 }

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "lowbit/dtype.hpp"
@@ -54,22 +55,39 @@ struct Tensor {
   static Tensor from_i64(std::string name, std::vector<std::int64_t> shape, std::span<const std::int64_t> data);
 };
 
+// Tensors by name: a transparent hash, so that a std::string_view looks a name up without a copy.
+struct TensorNameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view name) const { return std::hash<std::string_view>{}(name); }
+};
+
 class Case {
  public:
-  std::vector<Tensor> tensors;
   std::map<std::string, std::string> metadata;  // safetensors __metadata__: strings only
 
+  // The tensors in the order they were added (a file's in its header's order, which is name order).
+  const std::vector<Tensor>& tensors() const { return tensors_; }
+  // Look-ups by name through the case's own index: O(1), so that a case of thousands of tensors is
+  // not quadratic for the comparison, the schema check or a reader of each tensor's side tables.
   const Tensor* find(std::string_view name) const;
+  // For changing a tensor's dtype, shape or bytes in place; its name is the index's key and must
+  // not change (remove it and add it under the new name).
   Tensor* find(std::string_view name);
   // Throws CaseError("<origin>: required tensor 'name' is missing").
   const Tensor& require(std::string_view name) const;
-  void add(Tensor t);  // replaces a tensor of the same name
+  void add(Tensor t);  // replaces a tensor of the same name, in its place
+  bool remove(std::string_view name);  // false when the case holds no tensor of that name
+  std::vector<Tensor> take_tensors();  // moves every tensor out, leaving the case without tensors
 
   std::string meta(const std::string& key, const std::string& fallback = "") const;
   std::string format() const { return meta("format"); }
   nlohmann::json params() const;  // metadata "params" parsed; {} when absent; CaseError when not JSON
 
   std::string origin = "<memory>";  // the file it came from, for error messages
+
+ private:
+  std::vector<Tensor> tensors_;
+  std::unordered_map<std::string, std::size_t, TensorNameHash, std::equal_to<>> index_;  // name -> position
 };
 
 // Parse a safetensors image. `origin` names it in error messages.
