@@ -227,6 +227,26 @@ TEST_CASE("golden generate --kernel: a bad plugin, an unknown kernel, another fo
   one_line("--kernel " + plugin("malformed_no_entry"), "exports no lowbit_plugin_v1");
   one_line("--kernel " + plugin("blockwise_host_twin") + ":host-twin.torchao.fp8 --format torchao.codebook8.signed",
            "--format torchao.codebook8.signed: kernel 'host-twin.torchao.fp8' implements torchao.fp8");
+  // no NAME, a format that none of the plugin's kernels implements: all of them listed
+  one_line("--kernel " + plugin("blockwise_host_twin") + " --format coat.act.pergroup",
+           "--kernel: " + std::filesystem::canonical(plugin("blockwise_host_twin")).string() +
+               " holds no kernel of format coat.act.pergroup (its " + std::to_string(twins) + " kernels are listed above)",
+           twins);
+}
+
+TEST_CASE("--kernel LIB with --format F: the one kernel of LIB implementing F, without its name") {
+  TempDir dir("lowbit_kernel_choice_");
+  const Run r = lowbit_cli("golden generate --kernel " + plugin("blockwise_host_twin") +
+                           " --format torchao.codebook8.unsigned --input normal:n=512 --out " + (dir / "out"));
+  CAPTURE(r.output);
+  CHECK(r.code == 0);
+  const nlohmann::json m = nlohmann::json::parse(slurp(dir / "out/MANIFEST.json"));
+  CHECK(m.dump().find("kernel host-twin.torchao.codebook8.unsigned of blockwise_host_twin.so") != std::string::npos);
+  // the reference plugin holds 37 kernels, one of each format: verify takes torchao.fp8's
+  const Run v = lowbit_cli("verify --kernel " + plugin("reference_plugin") + " --format torchao.fp8 --input special --no-golden");
+  CAPTURE(v.output);
+  CHECK(v.code == 0);
+  CHECK(v.output.find("verify: kernel reference.torchao.fp8 (") != std::string::npos);
 }
 
 TEST_CASE("golden generate --kernel on a CUDA kernel: the device in the provenance; without a device one line, exit 2") {

@@ -173,14 +173,17 @@ def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> l
 
 
 def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, policy: str = None, strict: bool = False,
-           golden=None, save_cases=None, timeout: float = 60.0, memory: int = 0, threads: int = 1) -> VerifyReport:
+           golden=None, save_cases=None, timeout: float = 60.0, memory: int = 0, threads: int = 1,
+           cuda_runner=None) -> VerifyReport:
     """`lowbit verify` from Python: the engine's same verify run on a kernel plugin (the shared library
     `kernel`, include/lowbit/kernel_plugin.h; `name` picks one of its kernels, by default the one that
-    implements `format`). The kernel runs in a sandboxed child process per case, on the default battery
+    implements `format`, as `lowbit verify --kernel LIB --format F` does). The kernel runs in a sandboxed child process per case, on the default battery
     (or `inputs`, a list of input specs such as "normal:n=4096") and on the golden cases of the format in
     the folder `golden` (None: none), each compared with the reference bit for bit under `policy` (a
     shipped name or a JSON file's path; default: the format's). save_cases: a folder for the expected and
-    actual case file of each case that does not conform. Host kernels only. Returns a VerifyReport;
+    actual case file of each case that does not conform. A kernel that takes CUDA memory runs through a
+    CUDA runner library (liblowbit_cuda_runner.so of a lowbit built with CUDA): `cuda_runner`, else the
+    environment's LOWBIT_CUDA_RUNNER, on device 0, named in the report. Returns a VerifyReport;
     raises ValueError for bad arguments or inputs, lowbit.PluginError for an unusable plugin."""
     library = _args.path("kernel", kernel)
     format = _args.string("format", format)
@@ -198,8 +201,9 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
         raise ValueError(f"timeout={timeout!r}: not a number of seconds in 0.001..86400")
     memory = _args.whole("memory", memory, 0, 1 << 40)
     threads = _args.whole("threads", threads, 1, 1024)
+    cuda_runner = "" if cuda_runner is None else _args.path("cuda_runner", cuda_runner)
     return VerifyReport(*_core.verify(library, name, format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
-                                      save_cases, float(timeout), memory, threads))
+                                      save_cases, float(timeout), memory, threads, cuda_runner))
 
 
 def dequantize(case) -> "numpy.ndarray":

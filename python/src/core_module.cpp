@@ -20,6 +20,7 @@
 #include "lowbit/case_maker.hpp"
 #include "lowbit/compare.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/kernel_choice.hpp"
 #include "lowbit/kernel_sandbox.hpp"
 #include "lowbit/plugin_host.hpp"
 #include "lowbit/printable.hpp"
@@ -295,34 +296,13 @@ void validate_py(nb::handle tensors, nb::handle metadata, const std::string& ori
   validate_case(format_named(c.format()), c, s);
 }
 
-// The kernel lowbit.verify runs: `name` in the plugin's table, or without a name the one kernel of the
-// plugin that implements `format`. Host kernels only (a CUDA kernel needs the CLI's runner and device).
-PluginKernel verify_kernel_of(const std::string& library, const std::string& name, const std::string& format,
-                              double timeout, std::uint64_t memory) {
-  std::vector<PluginKernel> picked;
-  for (const PluginKernel& k : plugin_kernels(library, timeout, memory))
-    if (name.empty() ? k.format == format : k.name == name) picked.push_back(k);
-  std::string what = name.empty() ? "no kernel of format " + format : "no kernel named '" + printable(name) + "'";
-  if (picked.size() > 1) what = std::to_string(picked.size()) + " kernels of format " + format + " (name one)";
-  if (picked.size() != 1) throw std::invalid_argument("kernel: " + library + " holds " + what);
-  const PluginKernel& k = picked.front();
-  if (k.format != format)
-    throw std::invalid_argument("format " + format + ": kernel '" + printable(k.name) + "' implements " + printable(k.format));
-  if (!k.host)
-    throw std::invalid_argument("kernel '" + printable(k.name) + "' takes CUDA memory: lowbit.verify runs host kernels "
-                                "(lowbit verify --kernel runs CUDA ones)");
-  return k;
-}
-
 // The engine's verify (verify.hpp) on a plugin's kernel: the report's JSON text, Markdown, verdict and
 // summary line, and the lines `lowbit verify` prints as the cases come (each case and each skip).
 nb::tuple verify_py(const std::string& library_path, const std::string& name, const std::string& format,
                     const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
                     const std::string& policy_dir, bool strict, const std::string& golden, const std::string& save_cases,
-                    double timeout, std::uint64_t memory, int threads) {
+                    double timeout, std::uint64_t memory, int threads, const std::string& cuda_runner) {
   const FormatSpec& f = format_named(format);
-  if (!std::filesystem::is_regular_file(library_path))
-    throw std::invalid_argument("kernel: '" + printable(library_path) + "' is not a file");
   if (!golden.empty() && !std::filesystem::exists(std::filesystem::path(golden) / "MANIFEST.json"))
     throw std::invalid_argument("golden: '" + printable(golden) + "' holds no MANIFEST.json");
   VerifyOptions o;
@@ -341,9 +321,20 @@ nb::tuple verify_py(const std::string& library_path, const std::string& name, co
   VerifyReport r;
   {
     nb::gil_scoped_release release;  // the kernel runs in child processes; nothing here touches Python
-    const std::string library = open_plugin(library_path);
-    const PluginKernel k = verify_kernel_of(library, name, format, timeout, memory);
-    r = verify(KernelUnderReview{library, k.name, timeout, {}, memory}, f, o, events);
+    try {  // the kernel and, for a CUDA-memory one, its runner and device: the CLI's rules (kernel_choice.hpp)
+      const NamedPlugin p = open_plugin_kernel(library_path, name, timeout, memory);
+      const PluginKernel k = choose_kernel(p, format);
+      KernelUnderReview kernel{p.library, k.name, timeout, {}, memory};
+      if (!k.host) {
+        const CudaPlace place = find_cuda_place(k, p.library, cuda_runner, "", timeout);
+        kernel.cuda_runner = place.runner;
+        o.device = place.device;
+        lines.push_back("device: " + device_text(place.device));  // as `lowbit verify` prints it first
+      }
+      r = verify(kernel, f, o, events);
+    } catch (const KernelChoiceError& e) {
+      throw std::invalid_argument(e.below());
+    }
   }
   return nb::make_tuple(r.json.dump(2), r.markdown, r.conformant, r.summary, lines);
 }
@@ -381,5 +372,6 @@ NB_MODULE(_core, m) {
   m.def("audit_not_applicable", &audit_not_applicable_py, "format"_a, "block_size"_a, "has_negative"_a);
   m.def("validate", &validate_py, "tensors"_a, "metadata"_a, "origin"_a, "scope"_a);
   m.def("verify", &verify_py, "library"_a, "name"_a, "format"_a, "inputs"_a, "steps"_a, "policy"_a, "policy_dir"_a,
-        "strict"_a, "golden"_a, "save_cases"_a, "timeout"_a, "memory"_a, "threads"_a);
+        "strict"_a, "golden"_a, "save_cases"_a, "timeout"_a, "memory"_a, "threads"_a,
+        "cuda_runner"_a);
 }

@@ -87,3 +87,35 @@ def test_bad_arguments_name_themselves():
         lowbit.verify(ref, "torchao.fp8", golden=PLUGINS)
     with pytest.raises(lowbit.PluginError):
         lowbit.verify(plugin("malformed_abi_version"), "torchao.fp8")
+
+
+def test_a_cuda_kernel_runs_through_the_runner_the_cli_uses(tmp_path, monkeypatch):
+    # fake_cuda_runner stands in for liblowbit_cuda_runner.so (a "device" that runs the kernel on the host)
+    runner, twin = plugin("fake_cuda_runner"), plugin("cuda_perblock_declared_twin")
+    monkeypatch.setenv("LOWBIT_FAKE_CUDA", "ok")
+    monkeypatch.delenv("LOWBIT_CUDA_RUNNER", raising=False)
+    with pytest.raises(ValueError, match="needs a CUDA device: no CUDA runner library is given"):
+        lowbit.verify(twin, "fp8.perblock.e4m3", inputs=["special"])
+    r = lowbit.verify(twin, "fp8.perblock.e4m3", inputs=["special"], cuda_runner=runner)
+    assert r.conformant, r.summary
+    assert r.lines[0] == "device: lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0"
+    assert json.loads(r.json())["device"]["name"] == "lowbit fake device"
+    monkeypatch.setenv("LOWBIT_FAKE_CUDA", "no-device")
+    with pytest.raises(ValueError, match="needs a CUDA device: cudaGetDeviceCount: no CUDA-capable device"):
+        lowbit.verify(twin, "fp8.perblock.e4m3", inputs=["special"], cuda_runner=runner)
+    # a wrong CUDA kernel (its scale by the reciprocal) is caught through the runner as on the CLI
+    monkeypatch.setenv("LOWBIT_FAKE_CUDA", "ok")
+    monkeypatch.setenv("LOWBIT_CUDA_RUNNER", runner)
+    bad = lowbit.verify(plugin("cuda_mutant_perblock_reciprocal_declared_twin"), "fp8.perblock.e4m3")
+    assert not bad.conformant and any(line.startswith("MISMATCH scaled-edges") for line in bad.lines)
+
+
+def test_without_a_name_the_kernel_of_the_format_is_chosen_and_the_others_are_listed():
+    twins = plugin("blockwise_host_twin")
+    r = lowbit.verify(twins, "torchao.codebook8.unsigned", inputs=["special"])
+    assert r.kernel == "host-twin.torchao.codebook8.unsigned" and r.conformant
+    with pytest.raises(ValueError) as e:
+        lowbit.verify(twins, "coat.act.pergroup")
+    message = str(e.value).splitlines()
+    assert message[0].endswith("holds no kernel of format coat.act.pergroup (its 7 kernels are listed below):")
+    assert "  host-twin.torchao.fp8 (torchao.fp8)" in message[1:] and len(message) == 8

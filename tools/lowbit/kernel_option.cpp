@@ -11,6 +11,7 @@
 #include "command.hpp"
 #include "lowbit/case.hpp"
 #include "lowbit/formats.hpp"
+#include "lowbit/kernel_choice.hpp"
 #include "lowbit/kernel_sandbox.hpp"
 #include "lowbit/printable.hpp"
 #include "shipped_data.hpp"
@@ -19,97 +20,46 @@ namespace lowbit::cli {
 
 namespace {
 
-// LIB[:NAME] split, LIB checked to be a file; the plugin's table, read in a child process.
-std::vector<PluginKernel> table_of(const std::string& option, double timeout, std::string& library, std::string& name) {
-  library = option;
-  name.clear();
-  const auto colon = option.rfind(':');
-  if (colon != std::string::npos && !std::filesystem::exists(option)) {
-    library = option.substr(0, colon);
-    name = option.substr(colon + 1);
+// The engine's choice error as the CLI says it: the kernels it refers to on stderr, one a line, before
+// the one-line error ("--kernel: ...", "--format F: ...", or the CUDA device's reason as it is).
+[[noreturn]] void usage_error(const KernelChoiceError& e) {
+  if (!e.listed.empty()) {
+    std::fflush(stdout);
+    std::fputs(listing_lines(e.listed).c_str(), stderr);
   }
-  if (!std::filesystem::is_regular_file(library)) throw UsageError("--kernel: '" + printable(library) + "' is not a file");
-  try {
-    library = open_plugin(library);  // from here the plugin is this open file, wherever the name points later
-  } catch (const std::runtime_error& e) {
-    throw UsageError(std::string("--kernel: ") + e.what());
-  }
-  return plugin_kernels(library, timeout);
-}
-
-// A plugin's kernels on stderr, one a line ("  NAME (FORMAT)"; a plugin may hold 1 024 of 255-byte
-// names), before the one-line error that refers to them.
-void list_kernels(const std::vector<PluginKernel>& kernels) {
-  std::string lines;
-  for (const PluginKernel& k : kernels) lines += "  " + printable(k.name) + " (" + printable(k.format) + ")\n";
-  std::fflush(stdout);
-  std::fputs(lines.c_str(), stderr);
-}
-
-void require_registered(const PluginKernel& k, const std::string& library) {
-  if (!find_format(k.format))
-    throw UsageError("--kernel: " + library + ": kernel '" + printable(k.name) + "' implements format '" + printable(k.format) +
-                     "', which is not registered");
+  throw UsageError(e.names_option ? std::string("--") + e.what() : std::string(e.what()));
 }
 
 }  // namespace
 
 PluginKernel pick_kernel(const std::string& option, const std::string& format, double timeout, std::string& library) {
-  std::string name;
-  const std::vector<PluginKernel> kernels = table_of(option, timeout, library, name);
-  if (name.empty() && kernels.size() > 1) {
-    list_kernels(kernels);
-    throw UsageError("--kernel: " + library + " holds " + std::to_string(kernels.size()) +
-                     " kernels (listed above); name one as LIB:NAME");
+  try {
+    const NamedPlugin p = open_named_plugin(option, timeout);
+    library = p.library;
+    return choose_kernel(p, format);
+  } catch (const KernelChoiceError& e) {
+    usage_error(e);
   }
-  for (const PluginKernel& k : kernels)
-    if (name.empty() || k.name == name) {
-      require_registered(k, library);
-      if (!format.empty() && format != k.format)
-        throw UsageError("--format " + format + ": kernel '" + k.name + "' implements " + k.format);
-      return k;
-    }
-  list_kernels(kernels);
-  throw UsageError("--kernel: " + library + " has no kernel named '" + printable(name) + "' (its kernels are listed above)");
 }
 
 std::vector<PluginKernel> pick_kernels(const std::string& option, double timeout, std::string& library) {
-  std::string name;
-  const std::vector<PluginKernel> kernels = table_of(option, timeout, library, name);
-  std::vector<PluginKernel> picked;
-  for (const PluginKernel& k : kernels)
-    if (name.empty() || k.name == name) {
-      require_registered(k, library);
-      picked.push_back(k);
-    }
-  if (picked.empty()) {
-    list_kernels(kernels);
-    throw UsageError("--kernel: " + library + " has no kernel named '" + printable(name) + "' (its kernels are listed above)");
+  try {
+    const NamedPlugin p = open_named_plugin(option, timeout);
+    library = p.library;
+    return choose_kernels(p);
+  } catch (const KernelChoiceError& e) {
+    usage_error(e);
   }
-  return picked;
 }
 
 CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner) {
-  const std::string needs = "kernel '" + k.name + "' in '" + library + "' needs a CUDA device: ";
-  const char* given = std::getenv("LOWBIT_CUDA_RUNNER");
-  if (given && *given) {
-    runner = given;
-  } else {
-    runner = shipped_cuda_runner().string();
-    if (!std::filesystem::exists(runner))
-      throw UsageError(needs + "this lowbit was built without the CUDA runner (no " + runner +
-                       "; LOWBIT_CUDA_RUNNER may name one)");
-  }
   try {
-    return probe_cuda_device(runner, timeout);
-  } catch (const CudaUnavailable& e) {
-    throw UsageError(needs + e.what());
+    const CudaPlace place = find_cuda_place(k, library, "", shipped_cuda_runner().string(), timeout);
+    runner = place.runner;
+    return place.device;
+  } catch (const KernelChoiceError& e) {
+    usage_error(e);
   }
-}
-
-std::string device_text(const CudaDevice& d) {
-  return fmt::format("{} (compute capability {}.{}), driver {}, runtime {}", printable(d.name), d.major, d.minor,
-                     cuda_version(d.driver), cuda_version(d.runtime));
 }
 
 std::string library_identity(const std::string& library) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "lowbit/kernel_cases.hpp"
-#include "lowbit/plugin_host.hpp"
+#include "lowbit/kernel_choice.hpp"
 
 namespace lowbit::cli {
 
@@ -25,18 +25,17 @@ void check_kernel_timeout(double seconds);
 std::uint64_t kernel_memory_bytes(const std::string& text);
 CLI::Option* add_kernel_memory_option(CLI::App& app, std::string& text);
 
-// LIB or LIB:NAME (LIB alone when the plugin holds one kernel): the library's canonical absolute
-// path into `library` (the file opened, hashed and loaded, kernel_sandbox.hpp), the kernel, whose format is registered and, when `format` is given, is that format.
+// LIB or LIB:NAME, chosen by the engine's rules (kernel_choice.hpp: LIB alone when the plugin holds one
+// kernel, or with --format the one kernel implementing it): the library's canonical absolute path into
+// `library` (the file opened, hashed and loaded, kernel_sandbox.hpp) and the kernel.
 PluginKernel pick_kernel(const std::string& option, const std::string& format, double timeout, std::string& library);
 
-// Every kernel of LIB, or the one LIB:NAME names (its format registered): audit takes a kernel per format.
+// Every kernel of LIB, or the one LIB:NAME names (choose_kernels): audit takes a kernel per format.
 std::vector<PluginKernel> pick_kernels(const std::string& option, double timeout, std::string& library);
 
-// A CUDA-memory kernel: the runner library (LOWBIT_CUDA_RUNNER, else the one beside lowbit) into
-// `runner`, and device 0.
+// A CUDA-memory kernel (find_cuda_place): the runner library (LOWBIT_CUDA_RUNNER, else the one beside
+// lowbit) into `runner`, and device 0.
 CudaDevice cuda_device_for(const PluginKernel& k, const std::string& library, double timeout, std::string& runner);
-
-std::string device_text(const CudaDevice& d); // "NAME (compute capability 9.0), driver 13.0, runtime 13.0"
 
 // The plugin library's file as provenance names it: "NAME (sha256 HEX)", the hash of the open file
 // every kernel run loads.

@@ -101,8 +101,10 @@ Subcommand add_verify_command(CLI::App& parent) {
       "without one, or without a device, verify says so in one line (exit 2).\n"
       "Exit 0 conformant, 1 not, 2 bad input or an unusable plugin.");
   auto o = std::make_shared<VerifyArguments>();
-  cmd->add_option("--kernel", o->kernel, "The plugin library, LIB or LIB:NAME when it holds several kernels")->required();
-  cmd->add_option("--format", o->format, "The format it implements (checked against the plugin's table)");
+  cmd->add_option("--kernel", o->kernel, "The plugin library, LIB or LIB:NAME when it holds several kernels (with --format,\n"
+                  "LIB alone takes the one kernel implementing that format)")->required();
+  cmd->add_option("--format", o->format, "The format it implements (checked against the plugin's table; picks the kernel\n"
+                  "of LIB that implements it when --kernel names no kernel)");
   cmd->add_option("--input", o->inputs,
                   "Input spec, as golden generate takes them (repeatable); default: edges, special and random\n"
                   "distributions (optimizers: a parameter and moments drawn for --steps steps)");
