@@ -569,6 +569,13 @@ TEST_CASE("layouts resolve to block indices by hand") {
     // byte k holds elements 2k and 2k + 1, and lies in the block of element 2k: 0, 0, 1, 2, 2, 3
     CHECK(std::vector<std::size_t>{m.block_of(0), m.block_of(1), m.block_of(2), m.block_of(3), m.block_of(4), m.block_of(5)} ==
           std::vector<std::size_t>{0, 0, 1, 2, 2, 3});
+    // one element a block: each byte holds two blocks and lies in its first element's (this divided
+    // by zero, SIGFPE in compare and conform, before verify's battery ran torchao's 4-bit at block_size 1)
+    const nlohmann::json one = {{"block_size", 1}};
+    const BlockMap ones = resolve_layout(blocks(packed_param_extent("block_size", 2), {}), {3}, one);
+    CHECK(ones.blocks == 6);
+    CHECK(ones.straddling == 2);
+    CHECK(std::vector<std::size_t>{ones.block_of(0), ones.block_of(1), ones.block_of(2)} == std::vector<std::size_t>{0, 2, 4});
     // an even block size keeps the plain layout of whole bytes
     const BlockMap even = resolve_layout(blocks(packed_param_extent("block_size", 2), {}), {1024}, p);
     CHECK(even.straddling == 1);

@@ -18,7 +18,9 @@ std::size_t extent_along(const Extent& e, std::size_t axis, const nlohmann::json
   if (e.param.empty()) return whole;
   const std::int64_t v = extent_param(e, params);
   if (v == -1) return whole;
-  return static_cast<std::size_t>(v / e.per_stored);
+  // at least 1: a straddling extent smaller than a stored element (block_size 1 of two codes a byte)
+  // divides nothing by zero here, and resolve_layout lays it out as straddling
+  return std::max<std::size_t>(1, static_cast<std::size_t>(v / e.per_stored));
 }
 
 }  // namespace
