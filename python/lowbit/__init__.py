@@ -25,7 +25,7 @@ __all__ = [
     "Case", "CaseError", "PluginError", "VerifyReport", "VerifyCase", "verify", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
     "reference", "compare", "load_case", "save_case", "case_bytes", "parse_case", "default_inputs", "dequantize",
     "state_signature", "audit_state", "choose", "quantized_states", "dequantized_state_case", "tensor_signature",
-    "optimizer_signature",
+    "optimizer_signature", "QuantizedState", "QuantizedStates", "StateSignature",
 ]
 
 
@@ -217,5 +217,5 @@ def dequantize(case) -> "numpy.ndarray":
     return values
 
 
-from .state import (audit_state, choose, dequantized_state_case, optimizer_signature, quantized_states,  # noqa: E402
-                    state_signature, tensor_signature)  # (they use the above)
+from .state import (QuantizedState, QuantizedStates, StateSignature, audit_state, choose,  # noqa: E402
+                    dequantized_state_case, optimizer_signature, quantized_states, state_signature, tensor_signature)  # (they use the above)

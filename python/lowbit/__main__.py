@@ -1,35 +1,133 @@
 """`python -m lowbit`: the optimizer checkpoints the `lowbit` command cannot read, since reading them takes
 torch (a torch distributed-checkpoint folder, single- or multi-rank, or a torch.save file):
 
-    python -m lowbit inspect CHECKPOINT            the quantized states, their chunks and the signature
+    python -m lowbit inspect CHECKPOINT [--json]   the quantized states, their chunks and the signature
     python -m lowbit state-case CHECKPOINT OUT     their dequantized values as a case file, for
                                                    `lowbit audit --state OUT` and `lowbit inspect OUT`
 
-The checkpoint is read as hostile input (docs/python.md, "Reading files you did not write"). Exit codes as
-the `lowbit` command's: 0 done, 2 a bad file or usage, with one line on stderr naming it.
+The checkpoint is read as hostile input (docs/python.md, "Reading files you did not write"), a DCP folder
+one part at a time; OUT is written whole or not at all and never replaces anything. Exit codes as the
+`lowbit` command's: 0 done, 2 a bad file or usage, with one line on stderr naming it.
 """
 from __future__ import annotations
 
+import json
+import os
 import sys
 
-USAGE = ("usage: python -m lowbit inspect CHECKPOINT\n"
-         "       python -m lowbit state-case CHECKPOINT OUT.safetensors\n"
-         "CHECKPOINT: a torch distributed-checkpoint folder (any number of ranks) or a torch.save file of an "
-         "optimizer's state_dict()")
+USAGE = """usage: python -m lowbit inspect CHECKPOINT [--json] [--progress] [--bnb-block-size N]
+       python -m lowbit state-case CHECKPOINT OUT.safetensors [--progress] [--bnb-block-size N]
+CHECKPOINT: a torch distributed-checkpoint folder (any number of ranks) or a torch.save file of an
+  optimizer's state_dict() (a symbolic link is refused: give the path it points to)
+OUT: a new file (an existing one, or a link, is refused, never replaced)
+--json: inspect prints the signature as one JSON object
+--progress: a progress line on stderr while a folder is read (shown by default when stderr is a terminal)
+--bnb-block-size N: bitsandbytes' quantization block (default 256)"""
+
+COMMANDS = {"inspect": 1, "state-case": 2}  # command -> its number of operands
+FLAGS = {"inspect": {"--json", "--progress"}, "state-case": {"--progress"}}
 
 
-def _progress(done, total) -> None:
-    """A progress line on a terminal's stderr, rewritten after each part of a folder is read."""
-    if sys.stderr.isatty():
-        sys.stderr.write(f"\rlowbit: read {done} of {total} parts ({100 * done // total} %)" +
-                         ("\n" if done == total else ""))
+class Usage(Exception):
+    """A bad command line: its message is the one line printed."""
+
+
+class Progress:
+    """A progress line on stderr, rewritten in place on a terminal; elsewhere (--progress into a log) a
+    line each time the percentage changes. Never on stdout, so --json output stays one JSON object."""
+
+    def __init__(self, shown: bool):
+        self.shown, self.terminal, self.last = shown, sys.stderr.isatty(), None
+
+    def __call__(self, done, total) -> None:
+        if not self.shown:
+            return
+        percent = 100 * done // total
+        if self.terminal:
+            sys.stderr.write(f"\rlowbit: read {done} of {total} parts ({percent} %)" + ("\n" if done == total else ""))
+        elif percent != self.last:
+            sys.stderr.write(f"lowbit: read {done} of {total} parts ({percent} %)\n")
+        self.last = None if done == total else percent
         sys.stderr.flush()
 
 
-def inspect(path) -> None:
+def _checkpoint(path) -> str:
+    """The checkpoint operand: a folder or a regular file that exists, not a symbolic link."""
+    if not path:
+        raise Usage("CHECKPOINT: an empty path")
+    if os.path.islink(path):
+        raise Usage(f"{path}: a symbolic link; give the checkpoint it points to ({os.path.realpath(path)}), lowbit "
+                    f"reads no link")
+    if not os.path.lexists(path):
+        raise Usage(f"{path}: no such checkpoint folder or file")
+    if not (os.path.isdir(path) or os.path.isfile(path)):
+        raise Usage(f"{path}: neither a folder nor a regular file")
+    return path
+
+
+def _out(path, checkpoint) -> str:
+    if not path:
+        raise Usage("OUT: an empty path")
+    if os.path.islink(path):
+        raise Usage(f"{path}: a symbolic link; lowbit writes a new file, never through a link")
+    if os.path.lexists(path):
+        raise Usage(f"{path}: it exists; lowbit writes a new file and replaces nothing (remove it or name another)")
+    if os.path.abspath(path) == os.path.abspath(checkpoint):
+        raise Usage(f"{path}: the checkpoint itself")
+    return path
+
+
+def parse(argv) -> tuple:
+    """(command, operands, options) of a command line; Usage naming the first thing wrong."""
+    if not argv:
+        raise Usage("no command (inspect or state-case; --help for the usage)")
+    command, rest = argv[0], argv[1:]
+    if command not in COMMANDS:
+        raise Usage(f"unknown command {command!r:.80} (inspect or state-case; --help for the usage)")
+    operands, options = [], {"json": False, "progress": sys.stderr.isatty(), "bnb_block_size": 256}
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--bnb-block-size" or arg.startswith("--bnb-block-size="):
+            value = arg.split("=", 1)[1] if "=" in arg else (rest[i + 1] if i + 1 < len(rest) else None)
+            i += 1 if "=" in arg else 2
+            if value is None:
+                raise Usage("--bnb-block-size: a value is missing (a whole number of elements, 1 to 2^31)")
+            if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 1 << 31:
+                raise Usage(f"--bnb-block-size {value!r:.40}: not a whole number of elements from 1 to 2^31")
+            options["bnb_block_size"] = int(value)
+            continue
+        if arg.startswith("-") and arg != "-":
+            if arg.split("=", 1)[0] in FLAGS[command]:
+                if "=" in arg:
+                    raise Usage(f"{arg.split('=', 1)[0]} takes no value ({arg!r:.80})")
+                options[arg[2:]] = True
+            else:
+                raise Usage(f"{command}: unknown option {arg!r:.80} (--help for the usage)")
+        else:
+            operands.append(arg)
+        i += 1
+    if len(operands) != COMMANDS[command]:
+        wanted = "CHECKPOINT" if command == "inspect" else "CHECKPOINT and OUT"
+        raise Usage(f"{command} takes {wanted}; given {len(operands)} operand(s)")
+    operands[0] = _checkpoint(operands[0])
+    if command == "state-case":
+        operands[1] = _out(operands[1], operands[0])
+    return command, operands, options
+
+
+def inspect(path, options) -> None:
     import lowbit
 
-    sig = lowbit.state_signature(path, progress=_progress)
+    sig = lowbit.state_signature(path, bnb_block_size=options["bnb_block_size"], progress=Progress(options["progress"]))
+    if options["json"]:
+        states = {key: {"format": s["format"], "global_shape": list(s["global_shape"]), "dequantized": s["dequantized"],
+                        "chunks": [{"offsets": list(c["offsets"]), "shape": list(c["shape"]), "format": c["format"],
+                                    "params": c["params"], "tensors": c["tensors"]} for c in s["chunks"]]}
+                  for key, s in sig.states.items()}
+        print(json.dumps({"checkpoint": path, "scope": sig.scope, "digest": sig.digest, "stored": sig.stored,
+                          "dequantized": sig.dequantized, "states": states}, indent=1))
+        return
     print(path)
     for key, s in sig.states.items():
         fmt = s["format"] if isinstance(s["format"], str) else " + ".join(s["format"])
@@ -41,27 +139,34 @@ def inspect(path) -> None:
           f"  dequantized (the values in global order): {sig.dequantized}")
 
 
-def state_case(path, out) -> None:
+def state_case(path, out, options) -> None:
     import lowbit
 
-    case = lowbit.dequantized_state_case(path)
-    lowbit.save_case(out, case)
-    print(f"{out}: {len(case)} dequantized state(s): {', '.join(case)}")
-    print(f"audit them with: lowbit audit --state {out} --tensors {','.join(case)}")
+    shapes = lowbit.dequantized_state_case(path, bnb_block_size=options["bnb_block_size"], out=out,
+                                           progress=Progress(options["progress"]), replace=False)
+    print(f"{out}: {len(shapes)} dequantized state(s): {', '.join(shapes)}")
+    print(f"audit them with: lowbit audit --state {out} --tensors {','.join(shapes)}")
 
 
 def main(argv) -> int:
-    if len(argv) == 2 and argv[0] == "inspect":
-        command = lambda: inspect(argv[1])  # noqa: E731
-    elif len(argv) == 3 and argv[0] == "state-case":
-        command = lambda: state_case(argv[1], argv[2])  # noqa: E731
-    else:
-        print(USAGE, file=sys.stderr)
-        return 0 if argv in (["--help"], ["-h"]) else 2
+    if argv in (["--help"], ["-h"]) or (len(argv) == 2 and argv[0] in COMMANDS and argv[1] in ("--help", "-h")):
+        print(USAGE)
+        return 0
+    operands = ["?"]
     try:
-        command()
-    except (ValueError, TypeError, OSError) as e:  # CaseError is a ValueError: a bad file, named in the message
+        command, operands, options = parse(argv)
+        if command == "inspect":
+            inspect(operands[0], options)
+        else:
+            state_case(operands[0], operands[1], options)
+    except Usage as e:
         print(f"lowbit: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, OSError) as e:  # CaseError is a ValueError: a bad file, named in the message
+        print(f"lowbit: error: {' '.join(str(e).split())[:2000]}", file=sys.stderr)
+        return 2
+    except Exception as e:  # anything else a file made torch raise: still one line, never a traceback
+        print(f"lowbit: error: {operands[0]}: {type(e).__name__}: {' '.join(str(e).split())[:2000]}", file=sys.stderr)
         return 2
     return 0
 

@@ -8,6 +8,7 @@ folder, a FIFO) is refused, as the engine's writer refuses it (conformance/engin
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import stat
@@ -32,11 +33,18 @@ def _refuse_unless_regular(path: str) -> None:
     raise OSError(f"cannot write '{path}': {why}")
 
 
-def write_atomically(path, data: bytes) -> None:
-    """`data` as the file `path`: whole or not at all (OSError naming the path)."""
+@contextlib.contextmanager
+def atomic_file(path, replace=True):
+    """A descriptor of a new temporary beside `path`, renamed onto `path` when the block ends without an
+    exception and removed when it raises: `path` is written whole or not at all (OSError naming it).
+    For a file written piece by piece (pwrite at its offsets), so that it need not be in memory.
+    replace=False: nothing at `path` is ever replaced (FileExistsError naming it, checked first and at
+    the end, where the temporary is hard-linked to `path`, which fails on anything there, a link too)."""
     path = os.fspath(path)
+    if not replace and os.path.lexists(path):
+        raise FileExistsError(f"cannot write '{path}': it exists (lowbit does not replace it)")
     _refuse_unless_regular(path)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(_TRIES):
         tmp = _temporary_name(path)
         try:
@@ -50,15 +58,40 @@ def write_atomically(path, data: bytes) -> None:
         raise OSError(f"cannot write '{path}': {_TRIES} temporary names beside it were all taken")
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            yield fd
         finally:
             os.close(fd)
-        os.replace(tmp, path)
-    except OSError as e:
+        if replace:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path, follow_symlinks=False)
+            except FileExistsError:
+                raise FileExistsError(f"cannot write '{path}': it exists (lowbit does not replace it)") from None
+            os.unlink(tmp)
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
-        raise OSError(f"cannot write '{path}': {e.strerror or e}") from None
+        if isinstance(e, FileExistsError):
+            raise
+        if isinstance(e, OSError):
+            raise OSError(f"cannot write '{path}': {e.strerror or e}") from None
+        raise
+
+
+def write_all(fd, data, offset=None) -> None:
+    """All of `data` at `offset` (pwrite) or at the descriptor's position (write)."""
+    view = memoryview(data).cast("B")
+    while view:
+        n = os.write(fd, view) if offset is None else os.pwrite(fd, view, offset)
+        view = view[n:]
+        if offset is not None:
+            offset += n
+
+
+def write_atomically(path, data: bytes) -> None:
+    """`data` as the file `path`: whole or not at all (OSError naming the path)."""
+    with atomic_file(path) as fd:
+        write_all(fd, data)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import io
 import json
+import operator
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _args, _arrays, _core, _dcp, _sharded
+from . import _args, _arrays, _core, _dcp, _files, _sharded
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
@@ -422,53 +424,132 @@ def _joined(key, chunks):
                           placements=(f"joined from {len(chunks)} DCP chunks",))
 
 
-def _states_one_by_one(source, bnb_block_size, weights_only):
-    """quantized_states's states, one state at a time where the source is a DCP folder (read one part,
-    or one sharded tensor's chunks, at a time), in key order."""
-    if not (isinstance(source, (str, os.PathLike)) and os.path.isdir(source)):
+def _is_folder(source) -> bool:
+    return isinstance(source, (str, os.PathLike)) and os.path.isdir(source)
+
+
+def _folder_groups(path, bnb_block_size, weights_only, only=None, progress=None):
+    """A DCP folder's quantized states, one group at a time, in the folder's order: (parts, states,
+    plain) for each part that is not a sharded tensor's chunk (its states; plain empty), and for each
+    sharded tensor, its chunks read one after the other (parts: those chunks' parts; states: the joined
+    state where the chunks join (_joined), else one per quantized chunk; plain: its unquantized chunks,
+    as _walk gives them). Memory holds one group: one part, or one sharded tensor's chunks (only: the
+    parts to read, progress as _dcp_parts)."""
+    key, parts, chunks, plain_chunks = None, set(), [], []
+
+    def sharded_group():
+        joined = None if plain_chunks or not chunks else _joined(key, chunks)
+        return parts, sorted([joined] if joined else chunks, key=lambda s: s.offsets), plain_chunks
+
+    for part, nested in _dcp_parts(path, weights_only, whole=False, only=only, progress=progress):
+        found, plain = _walk_part(nested, path, bnb_block_size)
+        del nested
+        if part[0] == "chunk" and part[1] == key:
+            parts.add(part)
+            chunks += found
+            plain_chunks += [p for p in plain if p[2] is not None]
+            continue
+        if key is not None:
+            yield sharded_group()
+        key, parts, chunks, plain_chunks = None, set(), [], []
+        if part[0] == "chunk":
+            key, parts, chunks, plain_chunks = part[1], {part}, found, [p for p in plain if p[2] is not None]
+        else:
+            yield {part}, sorted(found, key=lambda s: s.key), []
+    if key is not None:
+        yield sharded_group()
+
+
+def _states_one_by_one(source, bnb_block_size, weights_only, progress=None):
+    """quantized_states's states one at a time, where the source is a DCP folder in the folder's order
+    (one part, or one sharded tensor's chunks, in memory at a time); the in-memory ones in key order."""
+    if not _is_folder(source):
         yield from quantized_states(source, bnb_block_size, weights_only)
         return
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
-    key, chunks, mixed = None, [], False
-    for part, nested in _dcp_parts(source, weights_only, whole=False):
-        found, plain = _walk_part(nested, source, bnb_block_size)
-        if part[0] == "chunk" and part[1] == key:
-            chunks += found
-            mixed = mixed or bool(plain)
-            continue
-        if chunks:
-            joined = None if mixed else _joined(key, chunks)
-            yield from sorted([joined] if joined else chunks, key=lambda s: s.offsets)
-        key, chunks, mixed = None, [], False
-        if part[0] == "chunk":
-            key, chunks, mixed = part[1], found, bool(plain)
-        else:
-            yield from sorted(found, key=lambda s: s.key)
-    if chunks:
-        joined = None if mixed else _joined(key, chunks)
-        yield from sorted([joined] if joined else chunks, key=lambda s: s.offsets)
+    for _, states, _ in _folder_groups(source, bnb_block_size, weights_only, progress=progress):
+        yield from states
 
 
-def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> list:
+class QuantizedStates(Sequence):
+    """quantized_states's result: a sequence of QuantizedState sorted by key and offsets (len, indexing,
+    slicing, iteration). From a DCP folder it is lazy: the call reads the whole folder once, one part at a
+    time, to check it and list its states (any fault is raised by the call, before a state is returned),
+    and keeps only that list; each state is read again from the folder when it is indexed or reached by
+    iteration (its part alone, or its sharded tensor's chunks), so that memory holds one state, never
+    the checkpoint. A state dict in memory or a torch.save file gives its states as a plain list does."""
+
+    def __init__(self, states=None, folder=None, bnb_block_size=BNB_BLOCK_SIZE, weights_only=True, progress=None):
+        self._folder, self._block, self._weights_only = folder, bnb_block_size, weights_only
+        self._cached = (None, {})  # the parts last read and their states by (key, offsets)
+        if folder is None:
+            self._states, self._index = list(states), None
+            return
+        index = []
+        for parts, states, _ in _folder_groups(folder, bnb_block_size, weights_only, progress=progress):
+            index += [((s.key, tuple(s.offsets)), frozenset(parts)) for s in states]
+        self._index = sorted(index, key=lambda e: e[0])
+
+    def __len__(self) -> int:
+        return len(self._states if self._index is None else self._index)
+
+    def _read(self, i):
+        (place, parts) = self._index[i]
+        if self._cached[0] != parts:
+            read = {}
+            for _, states, _ in _folder_groups(self._folder, self._block, self._weights_only, only=parts):
+                read.update(((s.key, tuple(s.offsets)), s) for s in states)
+            self._cached = (parts, read)
+        s = self._cached[1].get(place)
+        if s is None:  # the folder changed since the call listed it
+            raise CaseError(f"{self._folder}: {place[0]} at offsets {list(place[1])} is no longer in the folder "
+                            f"(it changed since quantized_states read it)")
+        return s
+
+    def __getitem__(self, i):
+        if self._index is None:
+            return self._states[i]
+        if isinstance(i, slice):
+            return [self._read(j) for j in range(*i.indices(len(self)))]
+        i = operator.index(i)
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"quantized state {i} of {len(self)}")
+        return self._read(i % len(self))
+
+    def __iter__(self):
+        if self._index is None:
+            yield from self._states
+            return
+        for i in range(len(self)):
+            yield self._read(i)
+        self._cached = (None, {})
+
+    def __repr__(self) -> str:
+        where = f" of {self._folder} (lazy: each read from the folder when used)" if self._folder is not None else ""
+        return f"QuantizedStates({len(self)} states{where})"
+
+
+def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True,
+                     progress=None) -> QuantizedStates:
     """Every quantized state in a state dict (or a torch.save file, or a DCP folder), sorted by key, as
     QuantizedState: torchao OptimState8bit / OptimState4bit / OptimStateFp8 and bitsandbytes 8-bit
     state1 / state2 (with their absmax and qmap), each as a case of its registered format. A state a
     multi-rank DCP folder stores in chunks comes back joined into the whole state where the chunks hold
     whole blocks of it; where the layout cut its blocks, or a chunk is unquantized, as one QuantizedState
-    per chunk (placements "DCP chunk", with its offsets and the global shape)."""
-    found, plain, _ = _find(state_dict, bnb_block_size, weights_only)
-    out, chunked = [], {}
-    for s in found:
-        if s.placements == ("DCP chunk",):
-            chunked.setdefault(s.key, []).append(s)
-        else:
-            out.append(s)
-    plain_parts = {key for key, _, shape, _ in plain if shape is not None}
-    for key, chunks in chunked.items():
-        joined = None if key in plain_parts else _joined(key, chunks)
-        out.extend([joined] if joined else chunks)
-    return sorted(out, key=lambda s: (s.key, s.offsets))
+    per chunk (placements "DCP chunk", with its offsets and the global shape).
+
+    The result is a QuantizedStates sequence; from a DCP folder a lazy one (each state read from the
+    folder when it is used: memory holds one state, not the checkpoint), after a first pass over the
+    folder that raises any fault of it (progress(parts read, parts to read) after each part)."""
+    if _is_folder(state_dict):
+        if progress is not None and not callable(progress):
+            raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
+        return QuantizedStates(folder=os.fspath(state_dict),
+                               bnb_block_size=_args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31),
+                               weights_only=_args.flag("weights_only", weights_only), progress=progress)
+    found, _, _ = _find(state_dict, bnb_block_size, weights_only)
+    return QuantizedStates(sorted(found, key=lambda s: (s.key, s.offsets)))
 
 
 @dataclass
@@ -650,35 +731,129 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
     return _signature([c for cs in everyone for c in cs], f"{len(everyone)} ranks")
 
 
-def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True) -> Case:
+def _folder_value_chunks(path, bnb_block_size, weights_only, only=None, progress=None):
+    """A DCP folder's _sharded.Chunks of dequantized values, one group (a part, or a sharded tensor's
+    chunks) at a time: every quantized state's values, and the unquantized chunks of the states other
+    chunks hold quantized, each with its place in the state's global shape."""
+    for _, states, plain in _folder_groups(path, bnb_block_size, weights_only, only=only, progress=progress):
+        chunks = [_chunk(s, True) for s in states]
+        yield chunks + (_plain_chunks(plain, {s.key for s in states}) if states else [])
+
+
+def _place(out, c) -> None:
+    if c.key not in out:
+        out[c.key] = np.zeros(c.global_shape, dtype=np.float32)
+        out.dtypes[c.key] = "F32"
+    out[c.key][tuple(slice(o, o + e) for o, e in zip(c.offsets, c.shape))] = c.values.reshape(c.shape)
+
+
+_STATE_CASE_METADATA = {"source": "lowbit.dequantized_state_case"}
+
+
+def _case_header(shapes: dict) -> tuple:
+    """(header bytes, {key: data offset}) of a case of float32 tensors of these shapes, as the engine's
+    serialize_case lays it out (conformance/engine/cases/case.cpp: tensors in name order, nlohmann's
+    compact JSON with sorted keys, padded with spaces to 8 bytes); test_torchrun_states.py holds the
+    bytes of a file written so to the engine's for the same values."""
+    header, at, offsets = {"__metadata__": _STATE_CASE_METADATA}, 0, {}
+    for key in sorted(shapes):
+        if key == "__metadata__":
+            raise CaseError("'__metadata__' cannot name a tensor")
+        n = 4 * _sharded._numel(shapes[key])
+        header[key] = {"dtype": "F32", "shape": [int(e) for e in shapes[key]], "data_offsets": [at, at + n]}
+        offsets[key] = at
+        at += n
+    try:
+        text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError as e:
+        raise CaseError(f"a state key that is not valid UTF-8 ({e.reason})") from None
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text, offsets
+
+
+def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace) -> dict:
+    """dequantized_state_case of a DCP folder streamed into the case file `out`: a first pass lists the
+    states and their global shapes (and raises any fault of the folder), a second writes each group's
+    values at their place in the file (pwrite of each contiguous run), so memory holds one group."""
+    shapes = {}
+    for _, states, _ in _folder_groups(path, bnb_block_size, weights_only, progress=progress):
+        for s in states:
+            if shapes.setdefault(s.key, tuple(s.global_shape)) != tuple(s.global_shape):
+                raise CaseError(f"{path}: {s.key}: chunks of shapes {list(shapes[s.key])} and {list(s.global_shape)}")
+    header, offsets = _case_header(shapes)
+    with _files.atomic_file(out, replace) as fd:
+        _files.write_all(fd, header)
+        os.ftruncate(fd, len(header) + 4 * sum(_sharded._numel(e) for e in shapes.values()))
+        for chunks in _folder_value_chunks(path, bnb_block_size, weights_only, progress=progress):
+            for c in chunks:
+                if shapes.get(c.key) != tuple(c.global_shape):
+                    raise CaseError(f"{path}: {c.key} changed while it was read")
+                values = np.ascontiguousarray(c.values, dtype="<f4").reshape(-1)
+                for start, length, local in _sharded.runs(c.global_shape, c.offsets, c.shape):
+                    _files.write_all(fd, values[local:local + length], len(header) + offsets[c.key] + 4 * start)
+            del chunks
+    return shapes
+
+
+def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True, out=None,
+                           progress=None, replace=True):
     """A case of every quantized state's dequantized float32 values (the engine's dequantizers), one
     tensor per state key in the state's shape: save it with lowbit.save_case and hand it to
     ``lowbit audit --state FILE`` (``--tensors`` names the keys that do not contain exp_avg, such as
-    bitsandbytes' state.0.state1)."""
-    out = Case(metadata={"source": "lowbit.dequantized_state_case"}, origin="dequantized optimizer states")
-    found, plain, folder = _find(state_dict, bnb_block_size, weights_only)
-    # a DCP folder's chunks are placed in their state's global shape; in memory each state is what this
-    # process holds (a DTensor's local part)
-    chunks = [_chunk(s, folder) for s in found] + (_plain_chunks(plain, {s.key for s in found}) if folder else [])
-    for c in chunks:
-        if c.key not in out:
-            out[c.key] = np.zeros(c.global_shape, dtype=np.float32)
-            out.dtypes[c.key] = "F32"
-        out[c.key][tuple(slice(o, o + e) for o, e in zip(c.offsets, c.shape))] = c.values.reshape(c.shape)
-    return out
+    bitsandbytes' state.0.state1). A DCP folder is read one state (or one sharded tensor's chunks) at
+    a time, its chunks placed in their state's global shape; in memory each state is what this process
+    holds (a DTensor's local part).
+
+    out: a path; the case is written there instead (as save_case writes it: the same bytes, whole or
+    not at all) and the call returns {key: global shape}. From a DCP folder it is streamed into the file
+    a state at a time, so that memory holds one state's values, not the case (progress as
+    state_signature's: two passes, the second counted from 1 again). replace=False: an existing out (a
+    file, a link, anything) is never replaced (FileExistsError naming it)."""
+    if out is not None:
+        out = _args.path("out", out)
+        replace = _args.flag("replace", replace)
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
+    if _is_folder(state_dict):
+        bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
+        weights_only = _args.flag("weights_only", weights_only)
+        if out is not None:
+            return _write_state_case(os.fspath(state_dict), out, bnb_block_size, weights_only, progress, replace)
+        case = Case(metadata=_STATE_CASE_METADATA, origin="dequantized optimizer states")
+        for chunks in _folder_value_chunks(state_dict, bnb_block_size, weights_only, progress=progress):
+            for c in chunks:
+                _place(case, c)
+            del chunks
+        return case
+    case = Case(metadata=_STATE_CASE_METADATA, origin="dequantized optimizer states")
+    found, _, _ = _find(state_dict, bnb_block_size, weights_only)
+    for s in found:
+        _place(case, _chunk(s, False))
+    if out is None:
+        return case
+    from . import case_bytes
+
+    with _files.atomic_file(out, replace) as fd:
+        _files.write_all(fd, case_bytes(case))
+    return {key: tuple(a.shape) for key, a in case.items()}
 
 
 def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 1024, 2048, 4096), moments=None,
-                bnb_block_size: int = BNB_BLOCK_SIZE, threads: int = 1, weights_only=True):
+                bnb_block_size: int = BNB_BLOCK_SIZE, threads: int = 1, weights_only=True, progress=None):
     """The audit (lowbit audit's round-trip measures, docs/audit.md) of every quantized state's
     dequantized values, and of the unquantized moments given as moments={name: array}, through each
     format (names or globs; default: every audited format) at each block size. Returns (rows, warnings):
     one dict per tensor, format and block size with the engine's measures and bits_per_element (or
     "not_applicable" saying why; looks_already_quantized where the tensor comes back from that
     configuration unchanged), for lowbit.choose; and the engine's warning (lowbit audit's) for every
-    tensor that looks already quantized, with the format and block the optimizer stored a state in."""
+    tensor that looks already quantized, with the format and block the optimizer stored a state in.
+
+    A DCP folder is read one state (or one sharded tensor's chunks) at a time; progress(parts read, parts
+    to read) after each part, as state_signature's."""
     from . import dequantize
 
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
     threads = _args.whole("threads", threads, 1, 1024)
     if isinstance(formats, str):
         formats = [formats]
@@ -722,7 +897,7 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
         return key, rows, warning
 
     def state_sources():  # one state's values at a time (a DCP folder is read a state at a time)
-        for s in _states_one_by_one(state_dict, bnb_block_size, weights_only):
+        for s in _states_one_by_one(state_dict, bnb_block_size, weights_only, progress):
             values = np.asarray(dequantize(s.case), dtype=np.float32)
             key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
             yield (s.key, s.offsets), (key, f"dequantized {s.format} state", values,

@@ -162,6 +162,15 @@ def test_dequantized_state_case_feeds_the_audit_command(tmp_path):
     lowbit.save_case(path, case)
     back = lowbit.load_case(path)
     assert set(back) == set(case) and np.array_equal(back["state.2.exp_avg"], case["state.2.exp_avg"])
+    # out=: the same file written by the call; the same case from a single-process DCP folder, streamed
+    assert lowbit.dequantized_state_case(sd, out=tmp_path / "direct.safetensors") == {k: (64, 96) for k in case}
+    assert (tmp_path / "direct.safetensors").read_bytes() == path.read_bytes()
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(sd, checkpoint_id=str(tmp_path / "dcp"))
+    assert lowbit.dequantized_state_case(tmp_path / "dcp", out=tmp_path / "streamed.safetensors") == {
+        k: (64, 96) for k in case}
+    assert (tmp_path / "streamed.safetensors").read_bytes() == path.read_bytes()
 
 
 def test_audit_state_names_the_stored_format_where_the_engine_sees_nothing_quantized():

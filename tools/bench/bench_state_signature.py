@@ -9,10 +9,16 @@ docs/python.md).
         (getrusage's ru_maxrss) above the memory after import lowbit and torch
     python tools/bench/bench_state_signature.py audit FOLDER
         the same for audit_state(FOLDER) through torchao.codebook8.signed at block 256
+    python tools/bench/bench_state_signature.py state-case FOLDER
+        the same for dequantized_state_case(FOLDER, out=FOLDER.safetensors) (what python -m lowbit
+        state-case runs: the case streamed into the file), which it removes afterwards
+    python tools/bench/bench_state_signature.py states FOLDER
+        the same for iterating quantized_states(FOLDER) (a lazy sequence) and dequantizing each state
 
-Run `sign` in a fresh process per measurement (ru_maxrss only grows).
+Run each measurement in a fresh process (ru_maxrss only grows).
 """
 import argparse
+import os
 import resource
 import time
 
@@ -38,7 +44,7 @@ def write(folder, states, log2):
     print(f"{folder}: {states} state(s) of {shape[0]} x {shape[1]} ({1 << log2} elements)")
 
 
-def sign(folder, audit=False):
+def measure(folder, command):
     import torch  # noqa: F401 (imported before the baseline, as state_signature imports it)
     import torchao.optim  # noqa: F401
 
@@ -46,9 +52,17 @@ def sign(folder, audit=False):
 
     base = rss_mb()
     start = time.perf_counter()
-    if audit:
+    if command == "audit":
         rows, _ = lowbit.audit_state(folder, formats=["torchao.codebook8.signed"], block_sizes=[256])
         what = f"audit, {len(rows)} rows"
+    elif command == "state-case":
+        out = folder.rstrip("/") + ".safetensors"
+        shapes = lowbit.dequantized_state_case(folder, out=out, replace=False)
+        what = f"state case, {len(shapes)} state(s), {os.path.getsize(out) >> 20} MB written"
+        os.unlink(out)
+    elif command == "states":
+        n = sum(lowbit.dequantize(s.case).size for s in lowbit.quantized_states(folder))
+        what = f"quantized_states, {n} values dequantized"
     else:
         sig = lowbit.state_signature(folder)
         what = f"signature, {len(sig.states)} state(s), digest {sig.digest[:16]}"
@@ -59,12 +73,12 @@ def sign(folder, audit=False):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("command", choices=["write", "sign", "audit"])
+    p.add_argument("command", choices=["write", "sign", "audit", "state-case", "states"])
     p.add_argument("folder")
     p.add_argument("--states", type=int, default=1)
     p.add_argument("--log2", type=int, default=24)
     a = p.parse_args()
-    write(a.folder, a.states, a.log2) if a.command == "write" else sign(a.folder, a.command == "audit")
+    write(a.folder, a.states, a.log2) if a.command == "write" else measure(a.folder, a.command)
 
 
 if __name__ == "__main__":
