@@ -83,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const lowbit::Case& expected = expected_case(*f);
     hand_to_plugin(expected);
     try {
-      const lowbit::KernelUnderReview under{library, k.name, timeout, {}, std::uint64_t{256} << 20};
+      const lowbit::KernelUnderReview under{library, k.name, timeout, {}, std::uint64_t{256} << 20, {}};
       const lowbit::VerifiedCase v = lowbit::verify_case(under, *f, expected, lowbit::TolerancePolicy{}, "fuzz");
       if (!k.host && v.failure.empty()) finding("a CUDA kernel ran with no CUDA runner");
       if (v.failure.empty() && v.actual.tensors().size() != expected.tensors().size())

@@ -98,7 +98,7 @@ TEST_CASE("verify(): the engine's run tells each case and skip as it comes, and 
     const std::vector<PluginKernel> kernels = plugin_kernels(library, 30);
     const auto k = std::find_if(kernels.begin(), kernels.end(), [&](const PluginKernel& p) { return p.format == run.format; });
     REQUIRE(k != kernels.end());
-    const VerifyReport r = verify(KernelUnderReview{library, k->name, 60, {}, 0}, f, o, events);
+    const VerifyReport r = verify(KernelUnderReview{library, k->name, 60, {}, 0, {}}, f, o, events);
     CHECK(done == r.cases.size());
     CHECK(told.size() == r.cases.size() + r.skipped.size());
     const bool reference = run.library == "reference_plugin";

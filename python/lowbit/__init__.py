@@ -175,17 +175,26 @@ def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> l
 def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, policy: str = None, strict: bool = False,
            golden=None, save_cases=None, timeout: float = 60.0, memory: int = 0, threads: int = 1,
            cuda_runner=None) -> VerifyReport:
-    """`lowbit verify` from Python: the engine's same verify run on a kernel plugin (the shared library
-    `kernel`, include/lowbit/kernel_plugin.h; `name` picks one of its kernels, by default the one that
-    implements `format`, as `lowbit verify --kernel LIB --format F` does). The kernel runs in a sandboxed child process per case, on the default battery
-    (or `inputs`, a list of input specs such as "normal:n=4096") and on the golden cases of the format in
-    the folder `golden` (None: none), each compared with the reference bit for bit under `policy` (a
-    shipped name or a JSON file's path; default: the format's). save_cases: a folder for the expected and
-    actual case file of each case that does not conform. A kernel that takes CUDA memory runs through a
-    CUDA runner library (liblowbit_cuda_runner.so of a lowbit built with CUDA): `cuda_runner`, else the
-    environment's LOWBIT_CUDA_RUNNER, on device 0, named in the report. Returns a VerifyReport;
-    raises ValueError for bad arguments or inputs, lowbit.PluginError for an unusable plugin."""
-    library = _args.path("kernel", kernel)
+    """`lowbit verify` from Python: the engine's same verify run on a kernel, which is either
+
+    - a kernel plugin: the shared library `kernel` (include/lowbit/kernel_plugin.h); `name` picks one of
+      its kernels, by default its only one or the one that implements `format`, as `lowbit verify
+      --kernel LIB --format F` does. It runs in a sandboxed child process per case, limited to `timeout`
+      seconds and `memory` bytes (0: the default). A kernel that takes CUDA memory runs through a CUDA
+      runner library (liblowbit_cuda_runner.so of a lowbit built with CUDA): `cuda_runner`, else the
+      environment's LOWBIT_CUDA_RUNNER, on device 0, named in the report;
+    - a Python function: `kernel(case)` gets each case's inputs as a lowbit.Case (its tensors by name,
+      its resolved params as `case.params`, `case.torch(name)` for a torch tensor) and returns a dict of
+      the format's outputs, NumPy arrays or torch tensors on any device, of the dtypes and shapes the
+      format makes. It runs in this process (trusted code: no time or memory limit); an exception it
+      raises, or a wrong output, fails that case. `name` names it in the reports (default
+      module.qualname).
+
+    Either runs on the default battery (or `inputs`, a list of input specs such as "normal:n=4096") and on
+    the golden cases of the format in the folder `golden` (None: none), each compared with the reference
+    bit for bit under `policy` (a shipped name or a JSON file's path; default: the format's). save_cases:
+    a folder for the expected and actual case file of each case that does not conform. Returns a
+    VerifyReport; raises ValueError for bad arguments or inputs, lowbit.PluginError for an unusable plugin."""
     format = _args.string("format", format)
     name = "" if name is None else _args.string("name", name)
     if inputs is None:
@@ -197,10 +206,19 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
     strict = _args.flag("strict", strict)
     golden = "" if golden is None else _args.path("golden", golden)
     save_cases = "" if save_cases is None else _args.path("save_cases", save_cases)
+    threads = _args.whole("threads", threads, 1, 1024)
+    if callable(kernel) and not isinstance(kernel, (str, bytes, os.PathLike)):
+        for option, value, default in (("timeout", timeout, 60.0), ("memory", memory, 0), ("cuda_runner", cuda_runner, None)):
+            if value != default:
+                raise ValueError(f"{option}: applies to a plugin's kernels; a Python function runs in this process")
+        from . import _callable
+        return VerifyReport(*_core.verify_callable(_callable.runner(kernel, format), name or _callable.name_of(kernel),
+                                                   format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
+                                                   save_cases, threads))
+    library = _args.path("kernel", kernel)
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 1e-3 <= float(timeout) <= 86400:
         raise ValueError(f"timeout={timeout!r}: not a number of seconds in 0.001..86400")
     memory = _args.whole("memory", memory, 0, 1 << 40)
-    threads = _args.whole("threads", threads, 1, 1024)
     cuda_runner = "" if cuda_runner is None else _args.path("cuda_runner", cuda_runner)
     return VerifyReport(*_core.verify(library, name, format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
                                       save_cases, float(timeout), memory, threads, cuda_runner))

@@ -296,13 +296,10 @@ void validate_py(nb::handle tensors, nb::handle metadata, const std::string& ori
   validate_case(format_named(c.format()), c, s);
 }
 
-// The engine's verify (verify.hpp) on a plugin's kernel: the report's JSON text, Markdown, verdict and
-// summary line, and the lines `lowbit verify` prints as the cases come (each case and each skip).
-nb::tuple verify_py(const std::string& library_path, const std::string& name, const std::string& format,
-                    const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
-                    const std::string& policy_dir, bool strict, const std::string& golden, const std::string& save_cases,
-                    double timeout, std::uint64_t memory, int threads, const std::string& cuda_runner) {
-  const FormatSpec& f = format_named(format);
+// lowbit.verify's arguments as the engine's VerifyOptions (the package checked their types and ranges).
+VerifyOptions verify_options(const FormatSpec& f, const std::vector<std::string>& inputs, int steps,
+                             const std::string& policy_name, const std::string& policy_dir, bool strict,
+                             const std::string& golden, const std::string& save_cases, int threads) {
   if (!golden.empty() && !std::filesystem::exists(std::filesystem::path(golden) / "MANIFEST.json"))
     throw std::invalid_argument("golden: '" + printable(golden) + "' holds no MANIFEST.json");
   VerifyOptions o;
@@ -314,29 +311,100 @@ nb::tuple verify_py(const std::string& library_path, const std::string& name, co
   o.save_cases = save_cases;
   o.threads = threads;
   o.made_by = {std::string("lowbit ") + kVersion, std::string("lowbit-python verify ") + kVersion};
-  std::vector<std::string> lines;
+  return o;
+}
+
+// The engine's verify on kernel k, with the lines `lowbit verify` prints as the cases come (each case
+// and each skip, after `lines` already there): the report's JSON text, Markdown, verdict, summary, lines.
+nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const VerifyOptions& o, std::vector<std::string> lines) {
   VerifyEvents events;
   events.case_done = [&](const VerifiedCase&, const std::string& line) { lines.push_back(line); };
   events.case_skipped = [&](const std::string& line) { lines.push_back(line); };
   VerifyReport r;
   {
-    nb::gil_scoped_release release;  // the kernel runs in child processes; nothing here touches Python
-    try {  // the kernel and, for a CUDA-memory one, its runner and device: the CLI's rules (kernel_choice.hpp)
-      const NamedPlugin p = open_plugin_kernel(library_path, name, timeout, memory);
-      const PluginKernel k = choose_kernel(p, format);
-      KernelUnderReview kernel{p.library, k.name, timeout, {}, memory};
-      if (!k.host) {
-        const CudaPlace place = find_cuda_place(k, p.library, cuda_runner, "", timeout);
-        kernel.cuda_runner = place.runner;
-        o.device = place.device;
-        lines.push_back("device: " + device_text(place.device));  // as `lowbit verify` prints it first
-      }
-      r = verify(kernel, f, o, events);
-    } catch (const KernelChoiceError& e) {
-      throw std::invalid_argument(e.below());
-    }
+    // a plugin's kernel runs in child processes, and an in-process one takes the GIL for its own calls
+    nb::gil_scoped_release release;
+    r = verify(k, f, o, events);
   }
   return nb::make_tuple(r.json.dump(2), r.markdown, r.conformant, r.summary, lines);
+}
+
+// lowbit.verify on a plugin's kernel: the kernel and, for a CUDA-memory one, its runner and device, by the
+// CLI's rules (kernel_choice.hpp).
+nb::tuple verify_py(const std::string& library_path, const std::string& name, const std::string& format,
+                    const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
+                    const std::string& policy_dir, bool strict, const std::string& golden, const std::string& save_cases,
+                    double timeout, std::uint64_t memory, int threads, const std::string& cuda_runner) {
+  const FormatSpec& f = format_named(format);
+  VerifyOptions o = verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads);
+  std::vector<std::string> lines;
+  KernelUnderReview kernel;
+  try {
+    nb::gil_scoped_release release;  // reading the plugin's table and probing a device run child processes
+    const NamedPlugin p = open_plugin_kernel(library_path, name, timeout, memory);
+    const PluginKernel k = choose_kernel(p, format);
+    kernel = KernelUnderReview{p.library, k.name, timeout, {}, memory, {}};
+    if (!k.host) {
+      const CudaPlace place = find_cuda_place(k, p.library, cuda_runner, "", timeout);
+      kernel.cuda_runner = place.runner;
+      o.device = place.device;
+      lines.push_back("device: " + device_text(place.device));  // as `lowbit verify` prints it first
+    }
+  } catch (const KernelChoiceError& e) {
+    throw std::invalid_argument(e.below());
+  }
+  return verified(kernel, f, o, std::move(lines));
+}
+
+// A Python callable as the engine's in-process kernel (verify.hpp). `runner` (lowbit/_callable.py) takes
+// the inputs as a case's Python form and the outputs to make as [(name, dtype, shape)], calls the user's
+// function and returns (tensors, failure): the outputs' Python form, or a failure's text. What it returns
+// is checked again here against the reference's names, dtypes and shapes. `runner` is a handle: the
+// caller's frame keeps it alive, and copies of the kernel never touch its reference count.
+InProcessKernel python_kernel(nb::handle runner, const std::string& format) {
+  return [runner, format](const std::vector<const Tensor*>& inputs, const std::string& params_json,
+                          const std::vector<const Tensor*>& like) {
+    nb::gil_scoped_acquire gil;
+    Case in;
+    in.metadata = {{"format", format}, {"params", params_json}};
+    for (const Tensor* t : inputs) in.add(*t);
+    nb::list wanted;
+    for (const Tensor* t : like) wanted.append(nb::make_tuple(t->name, std::string(dtype_name(t->dtype)), t->shape));
+    const nb::tuple result = nb::cast<nb::tuple>(runner(case_to_python(in), wanted));
+    KernelRun run;
+    run.failure = nb::cast<std::string>(result[1]);
+    if (!run.failure.empty()) return run;
+    try {
+      run.outputs = case_from_python(result[0], nb::dict(), "the function's outputs");
+    } catch (const CaseError& e) {
+      run.failure = e.what();
+      return run;
+    }
+    for (const Tensor* t : like) {
+      const Tensor* got = run.outputs.find(t->name);
+      if (!got || got->dtype != t->dtype || got->shape != t->shape) {
+        run.failure = "returned tensor '" + t->name + "' not as the format makes it";
+        return run;
+      }
+    }
+    run.completed = run.outputs.tensors().size() == like.size();
+    if (!run.completed) run.failure = "returned tensors the format does not make";
+    return run;
+  };
+}
+
+// lowbit.verify on a Python callable, named `name` in the reports (its module and qualified name).
+nb::tuple verify_callable_py(nb::object runner, const std::string& name, const std::string& format,
+                             const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
+                             const std::string& policy_dir, bool strict, const std::string& golden,
+                             const std::string& save_cases, int threads) {
+  const FormatSpec& f = format_named(format);
+  const VerifyOptions o = verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads);
+  KernelUnderReview kernel;
+  kernel.library = "Python function " + name;
+  kernel.kernel = name;
+  kernel.in_process = python_kernel(runner, format);
+  return verified(kernel, f, o, {});
 }
 
 }  // namespace
@@ -374,4 +442,6 @@ NB_MODULE(_core, m) {
   m.def("verify", &verify_py, "library"_a, "name"_a, "format"_a, "inputs"_a, "steps"_a, "policy"_a, "policy_dir"_a,
         "strict"_a, "golden"_a, "save_cases"_a, "timeout"_a, "memory"_a, "threads"_a,
         "cuda_runner"_a);
+  m.def("verify_callable", &verify_callable_py, "runner"_a, "name"_a, "format"_a, "inputs"_a, "steps"_a, "policy"_a,
+        "policy_dir"_a, "strict"_a, "golden"_a, "save_cases"_a, "threads"_a);
 }

@@ -119,3 +119,22 @@ def test_without_a_name_the_kernel_of_the_format_is_chosen_and_the_others_are_li
     message = str(e.value).splitlines()
     assert message[0].endswith("holds no kernel of format coat.act.pergroup (its 7 kernels are listed below):")
     assert "  host-twin.torchao.fp8 (torchao.fp8)" in message[1:] and len(message) == 8
+
+
+def test_every_mutant_of_the_bank_gets_the_cli_s_verdict_and_lines_from_python():
+    # issue 28's Done when: lowbit.verify reproduces the CLI's verdicts on the bank (conformance/mutants/,
+    # one kernel a plugin): the same exit status, case lines, verdict line and report
+    if not os.access(CLI, os.X_OK):
+        pytest.skip(f"no {CLI}: the CLI is built with the repository")
+    bank = sorted(f for f in os.listdir(PLUGINS) if f.startswith("mutant_") and f.endswith(".so")) if os.path.isdir(PLUGINS) else []
+    if not bank:
+        pytest.skip(f"no mutants in {PLUGINS}: they are built with the repository")
+    for library in bank:
+        path = os.path.join(PLUGINS, library)
+        out = subprocess.run([CLI, "verify", "--kernel", path, "--golden", GOLDEN], capture_output=True, text=True)
+        assert out.returncode == 1, (library, out.stdout, out.stderr)  # each mutant is caught
+        summary = out.stdout.splitlines()[-1]
+        format = summary.split(", format ", 1)[1].split(",", 1)[0]
+        r = lowbit.verify(path, format, golden=GOLDEN)
+        assert not r.conformant, library
+        assert out.stdout.splitlines() == r.lines + [r.summary], library

@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
     }
     const Case expected = made_case(*f, "normal:n=" + std::to_string(1ull << log2n) + ",seed=1", 1, 0);
     const TolerancePolicy policy;
-    const KernelUnderReview k{plugin, "reference." + f->name, 600, {}};
+    const KernelUnderReview k{plugin, "reference." + f->name, 600, {}, 0, {}};
     Case check;
     const double reference = best_seconds(repeats, [&] { check = run_reference(*f, expected); });
     VerifiedCase v;

@@ -550,7 +550,7 @@ int run_audit(AuditOptions o) {
           if (r.note.empty() && kernels && kernel != kernels->by_format.end() && kernel_round_trips(*f)) {
             r.ran_on = "kernel " + kernel->second.name;
             const KernelUnderReview k{kernels->library, kernel->second.name, o.timeout, kernels->cuda_runner,
-                                      kernel_memory_bytes(o.kernel_memory)};
+                                      kernel_memory_bytes(o.kernel_memory), {}};
             try {
               r.m = audit::audit(*f, x, r.block, o.threads, [&](std::span<const float> xs, std::size_t b) {
                 std::vector<float> xh;

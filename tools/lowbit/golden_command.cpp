@@ -271,7 +271,7 @@ int run_generate(GenerateOptions o) {
     std::string library;
     const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
     note_input_file(library);  // no case is written over the plugin
-    kernel = OutputKernel{{library, picked.name, o.timeout, {}, memory}, o.check_elements, {}};
+    kernel = OutputKernel{{library, picked.name, o.timeout, {}, memory, {}}, o.check_elements, {}};
     kernel->source = "kernel " + picked.name + " of " + library_identity(library);
     if (!picked.host) {
       const CudaDevice device = cuda_device_for(picked, library, o.timeout, kernel->k.cuda_runner);

@@ -47,7 +47,7 @@ int run_verify(VerifyArguments o) {
   const PluginKernel picked = pick_kernel(o.kernel, o.format, o.timeout, library);
   note_input_file(library);  // no report or saved case may be written over the plugin
   const FormatSpec& format = *find_format(picked.format);
-  KernelUnderReview k{library, picked.name, o.timeout, {}, memory};
+  KernelUnderReview k{library, picked.name, o.timeout, {}, memory, {}};
   lowbit::VerifyOptions run;
   if (!picked.host) {  // a CUDA kernel's GPU, found before anything else is read or run
     run.device = cuda_device_for(picked, library, o.timeout, k.cuda_runner);

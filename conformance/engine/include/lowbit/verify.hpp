@@ -17,12 +17,21 @@
 
 namespace lowbit {
 
+// A kernel that runs in this process instead of in a plugin's sandboxed child (lowbit.verify on a Python
+// callable): given the case's input tensors, its resolved params as JSON and the outputs it must make
+// (the reference's names, dtypes and shapes), it returns their run: completed with `outputs` holding
+// exactly those tensors, or a failure saying what went wrong ("raised ValueError: ...", "returned no
+// tensor 'scale'"). It cannot be killed or limited: only code the caller trusts runs this way.
+using InProcessKernel = std::function<KernelRun(const std::vector<const Tensor*>& inputs, const std::string& params_json,
+                                                const std::vector<const Tensor*>& like)>;
+
 struct KernelUnderReview {
-  std::string library;  // path of the plugin's shared library
+  std::string library;  // path of the plugin's shared library (an in-process kernel: what reports name instead)
   std::string kernel;   // its name in the plugin's table
   double timeout_seconds = 60;
   std::string cuda_runner;  // a CUDA-memory kernel: the CUDA runner library (plugin_host.hpp); "" for host kernels
   std::uint64_t memory_bytes = 0;  // a host kernel's memory limit (kernel_sandbox.hpp); 0: the default
+  InProcessKernel in_process;      // set: the kernel is this function, not a plugin's
 };
 
 struct VerifiedCase {
