@@ -51,11 +51,19 @@ void finish_report(const KernelUnderReview& k, const FormatSpec& format, const V
                  (v.failure.empty() ? report_markdown(v.report) : "The kernel " + markdown_text(v.failure) + ".\n");
   }
   r.conformant = r.conformant_cases == r.cases.size();
+  // a failing kernel's diagnosis, from the cases it completed (the others have no outputs to read)
+  if (!r.conformant) {
+    std::vector<FailingCase> failing;
+    for (const VerifiedCase& v : r.cases)
+      if (!v.conformant() && v.failure.empty()) failing.push_back({&v.expected, &v.actual});
+    r.diagnosis = diagnose(format, failing);
+  }
   const std::string library_rounding = library_rounding_text(totals, policy);
-  r.summary = fmt::format("verify: kernel {} ({}), format {}, policy {}{}: {} of {} cases conformant: {}; {}",
+  r.summary = fmt::format("verify: kernel {} ({}), format {}, policy {}{}: {} of {} cases conformant: {}; {}{}",
                           printable(k.kernel), printable(k.library), format.name, policy.name,
                           policy.strict ? " (strict)" : "", r.conformant_cases, r.cases.size(),
-                          r.conformant ? "conformant" : "NOT conformant", library_rounding);
+                          r.conformant ? "conformant" : "NOT conformant", library_rounding,
+                          r.diagnosis.line.empty() ? "" : "; " + r.diagnosis.line);
   r.json = {{"kernel", k.kernel},
             {"library", k.library},
             {"format", format.name},
@@ -64,6 +72,7 @@ void finish_report(const KernelUnderReview& k, const FormatSpec& format, const V
             {"conformant", r.conformant},
             {"library_rounding", library_rounding_json(totals, policy)},
             {"cases", cases}};
+  if (!r.diagnosis.line.empty()) r.json["diagnosis"] = r.diagnosis.json();
   std::string device_md;
   if (const std::optional<CudaDevice>& device = o.device) {
     r.json["device"] = {{"name", device->name},
@@ -78,10 +87,11 @@ void finish_report(const KernelUnderReview& k, const FormatSpec& format, const V
       device_md += "| " + markdown_code(v.label) + " | " + (v.kernel_ms ? fmt::format("{:.3f}", *v.kernel_ms) : "n/a") + " |\n";
   }
   r.markdown = fmt::format("# lowbit verify: kernel {}, format {}: {}\n\n{} of {} cases conformant under policy {}{}; "
-                           "{}.\n{}{}",
+                           "{}.\n{}{}{}",
                            markdown_code(k.kernel), format.name, r.conformant ? "conformant" : "NOT conformant",
                            r.conformant_cases, r.cases.size(), markdown_text(policy.name),
-                           policy.strict ? " (strict: every mismatch fails)" : "", library_rounding, device_md, details);
+                           policy.strict ? " (strict: every mismatch fails)" : "", library_rounding,
+                           r.diagnosis.line.empty() ? "" : "\n" + markdown_text(r.diagnosis.line) + ".\n", device_md, details);
 }
 
 }  // namespace
@@ -98,13 +108,28 @@ std::string verify_case_line(const VerifiedCase& v) {
   std::string faults;
   for (const TensorComparison& t : v.report.tensors)
     if (!t.fault.empty()) faults += "; " + t.name + ": " + t.fault;
+  const std::string kernel_ms = v.kernel_ms ? fmt::format(", kernel {:.3f} ms", *v.kernel_ms) : "";
   // NaN encodings apart from the numeric mismatches; library rounding named wherever it occurs
   const std::uint64_t nan = n.count(MismatchClass::NanEncoding), library = n.count(MismatchClass::LibraryRounding);
-  return fmt::format("{} {}: {} elements, {} mismatches ({} allowed){}{}{}{}", v.conformant() ? "ok      " : "MISMATCH",
-                     printable(v.label), n.elements, n.mismatches - nan, n.allowed,
-                     nan ? fmt::format(", {} NaN encodings", nan) : "",
-                     library ? fmt::format(", {} library-rounding", library) : "", printable(faults),
-                     v.kernel_ms ? fmt::format(", kernel {:.3f} ms", *v.kernel_ms) : "");
+  const std::uint64_t numeric = n.mismatches - nan;
+  if (v.conformant())
+    return fmt::format("ok       {}: {} elements, {} mismatches ({} allowed){}{}{}{}", printable(v.label), n.elements, numeric,
+                       n.allowed, nan ? fmt::format(", {} NaN encodings", nan) : "",
+                       library ? fmt::format(", {} library-rounding", library) : "", printable(faults), kernel_ms);
+  // What is wrong, in words: the numeric mismatches, and apart from them the NaNs whose bits differ
+  // (never "0 mismatches" alone on a MISMATCH line); then every class with its count.
+  std::string what;
+  if (numeric > 0 || nan == 0) what = fmt::format("{} mismatches ({} allowed)", numeric, n.allowed);
+  else what = "no numeric mismatch";
+  if (nan > 0)
+    what += fmt::format("{} {} NaN{} of another sign or payload (nan-encoding)", numeric > 0 ? ", and" : ";", nan,
+                        nan == 1 ? "" : "s");
+  std::string classes;
+  for (MismatchClass c : kMismatchClasses)
+    if (const std::uint64_t k = n.count(c))
+      classes += fmt::format("{}{} {}", classes.empty() ? "; classes: " : ", ", mismatch_class_name(c), k);
+  return fmt::format("MISMATCH {}: {} elements, {}{}{}{}", printable(v.label), n.elements, what, classes, printable(faults),
+                     kernel_ms);
 }
 
 VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const VerifyOptions& o, const VerifyEvents& events) {

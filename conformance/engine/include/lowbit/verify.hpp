@@ -12,6 +12,7 @@
 
 #include "lowbit/case_maker.hpp"
 #include "lowbit/compare.hpp"
+#include "lowbit/diagnosis.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/plugin_host.hpp"
 
@@ -75,7 +76,11 @@ struct VerifyReport {
   std::vector<std::string> skipped;  // the lines of VerifyEvents::case_skipped, in order
   std::size_t conformant_cases = 0;
   bool conformant = false;           // every case conformant
-  std::string summary;               // "verify: kernel K (LIB), format F, policy P: 3 of 3 cases conformant: conformant; ..."
+  // A kernel that fails: which known variant of the format's arithmetic reproduces its outputs on every
+  // failing case, or that none does (diagnosis.hpp); empty (no line) when every case conforms.
+  Diagnosis diagnosis;
+  std::string summary;               // "verify: kernel K (LIB), format F, policy P: 3 of 3 cases conformant: conformant; ...",
+                                     // and a non-conformant kernel's diagnosis line after "; "
   nlohmann::json json;               // `lowbit verify --report` (written as json.dump(2) and a newline)
   std::string markdown;              // `lowbit verify --markdown`
 };
@@ -87,7 +92,9 @@ struct VerifyInputError : std::invalid_argument {
   std::string input, why;
 };
 
-// One case's line: "ok       edges: 2276 elements, 0 mismatches (0 allowed)", "MISMATCH ...", "FAILED   ...".
+// One case's line: "ok       edges: 2276 elements, 0 mismatches (0 allowed)", "FAILED   ...", or for a case
+// that does not conform "MISMATCH edges: 2276 elements, 126 mismatches (0 allowed); classes: tie 126", the
+// NaN-encoding differences (NaNs of another sign or payload) worded apart from the numeric mismatches.
 std::string verify_case_line(const VerifiedCase& v);
 
 // Runs kernel k of `format` on the inputs of o (the default battery, skipping inputs the format cannot

@@ -1,0 +1,45 @@
+#pragma once
+// Private to diagnosis/: the variants of each format family (variants_fp8.cpp, variants_codebook.cpp,
+// variants_params.cpp) and what they share: a case with other codes and scales, its dequantized
+// values and packed codes made again from them, as the format's own dequantizer makes them.
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "lowbit/diagnosis.hpp"
+
+namespace lowbit::diagnosis {
+
+// `expected` with its codes (same dtype and shape) and, when given, its per-block scale replaced; the
+// `dequant` output made again from them by the format's dequantizer (when it is an F32 output and
+// keep_dequant is false) and `codes_packed` by torchao's packing. nullopt when the dequant cannot be
+// made again (another dtype, no dequantizer).
+std::optional<Case> with_codes(const FormatSpec& f, const Case& expected, const nlohmann::json& params,
+                               std::vector<std::uint8_t> codes, std::optional<std::vector<float>> scale = std::nullopt,
+                               bool keep_dequant = false);
+
+// A whole-block format (torchao's) quantized again from the case's F32 input with another block
+// scale: scale_of(block) for each block of the param block_size, code_of(x, scale) for each element,
+// the dequant made again (with_codes). nullopt for another input dtype or a partial block.
+std::optional<Case> requantized(const FormatSpec& f, const Case& expected, const nlohmann::json& params,
+                                const std::function<float(std::span<const float> block)>& scale_of,
+                                const std::function<std::uint8_t(float x, float scale)>& code_of);
+
+// `expected` with the outputs of another run (the reference under other params, another format's).
+Case with_outputs(const Case& expected, std::vector<Tensor> outputs);
+
+// The block of each element of `codes` under the case's layout, and whether the last block is partial.
+struct Blocks {
+  std::size_t size = 0;   // elements in a full block
+  std::size_t count = 0;  // blocks
+  bool partial_tail = false;
+};
+Blocks blocks_of(const Case& c);
+
+void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // casts, torchao.fp8, fp8.perblock
+void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // torchao codebooks, bnb.blockwise8
+void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out);     // another value of a parameter
+void add_tail_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // a partial last block left unwritten
+
+}  // namespace lowbit::diagnosis

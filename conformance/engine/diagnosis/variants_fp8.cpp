@@ -1,0 +1,241 @@
+// The variants of an FP8 quantizer: the element-wise casts (fp8.<format>.<overflow>), torchao's FP8
+// block-wise state (torchao.fp8) and the per-block E4M3 kernel (fp8.perblock.e4m3). Each changes one
+// thing of the reference: the rounding rule (ties away from zero, ties toward zero, toward zero), the
+// value the cast sees (a subnormal input flushed, double rounding through bf16 or f16, x * (1/s) for
+// x / s), the codes written (subnormal results flushed, NaN sign or payload), or torchao's block scale
+// (amax * (1/448), rounded to bf16, an absmax that skips NaN, no 1e-12 clip). The casts go through
+// fp8's encode_with, the reference's knob for the rounding predicate (docs/formats/fp8.md).
+#include <cmath>
+#include <limits>
+
+#include "lowbit/bf16_round.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/fp8.hpp"
+#include "lowbit/mismatch.hpp"
+#include "lowbit/narrow16.hpp"
+#include "variants.hpp"
+
+namespace lowbit::diagnosis {
+
+namespace {
+
+using fp8::detail::Truncated;
+
+enum class Rounding { NearestEven, TiesAway, TiesTowardZero, TowardZero };
+
+// Whether the magnitude rounds up, by rule (Truncated: the kept code and the discarded fraction).
+bool rounds_up(const Truncated& t, Rounding r) {
+  if (t.shift >= 64) return false;  // below a quarter of the smallest step
+  const std::uint64_t half = std::uint64_t{1} << (t.shift - 1);
+  switch (r) {
+    case Rounding::NearestEven: return t.rem > half || (t.rem == half && (t.code & 1u));
+    case Rounding::TiesAway: return t.rem >= half;
+    case Rounding::TiesTowardZero: return t.rem > half;
+    case Rounding::TowardZero: return false;
+  }
+  return false;
+}
+
+std::uint8_t encode(fp8::FormatId id, float y, const fp8::Policy& p, Rounding r) {
+  return fp8::dispatch(id, [&](auto format) {
+    using F = decltype(format);
+    return fp8::detail::encode_with<F>(y, p, [r](const Truncated& t) { return rounds_up(t, r); });
+  });
+}
+
+// What one FP8 quantizer of the registry is, for the params of a case.
+struct Fp8Quantizer {
+  fp8::FormatId id = fp8::FormatId::E4M3FN;
+  fp8::Policy policy;
+  enum class Kind { Cast, TorchaoState, PerBlock } kind = Kind::Cast;
+};
+
+std::optional<Fp8Quantizer> quantizer_of(const FormatSpec& f, const nlohmann::json& p) {
+  Fp8Quantizer q;
+  const auto nan_of = [&](fp8::FormatId id) -> std::optional<fp8::NanEncoding> {
+    if (!p.contains("nan_encoding") || !p.at("nan_encoding").is_string()) return std::nullopt;
+    return fp8::parse_nan_encoding(p.at("nan_encoding").get<std::string>(), id);
+  };
+  if (f.name == "torchao.fp8") {
+    q.kind = Fp8Quantizer::Kind::TorchaoState;
+    const auto nan = nan_of(q.id);
+    const auto overflow = p.value("overflow", "") == "" ? std::nullopt : fp8::parse_overflow(p.at("overflow").get<std::string>());
+    if (!nan || !overflow) return std::nullopt;
+    q.policy = {*overflow, *nan};
+    return q;
+  }
+  if (f.name == "fp8.perblock.e4m3") {
+    q.kind = Fp8Quantizer::Kind::PerBlock;
+    q.policy = fp8::cuda_satfinite();
+    return q;
+  }
+  // fp8.<format>.<overflow>
+  if (!f.name.starts_with("fp8.") || f.tensor("scale")) return std::nullopt;
+  const std::size_t dot = f.name.find('.', 4);
+  if (dot == std::string::npos) return std::nullopt;
+  const auto id = fp8::parse_format(f.name.substr(4, dot - 4));
+  const auto overflow = fp8::parse_overflow(f.name.substr(dot + 1));
+  if (!id || !overflow) return std::nullopt;
+  const auto nan = nan_of(*id);
+  if (!nan) return std::nullopt;
+  q.id = *id;
+  q.policy = {*overflow, *nan};
+  return q;
+}
+
+// The value a variant's cast sees instead of the reference's.
+enum class Seen { Reference, Reciprocal, FlushedInput, ViaBf16, ViaF16 };
+
+// The codes of the case with each element's code made by the variant (rule, what the cast sees), the
+// reference's block scales kept. Where the reference's code is not the cast of a finite scaled value
+// (a NaN input or scale, a per-block kernel's zero block) the reference's code is kept: the NaN and
+// zero rules are variants of their own.
+std::optional<std::vector<std::uint8_t>> recode(const Fp8Quantizer& q, const Case& e, Rounding rule, Seen seen) {
+  const Tensor* input = e.find("input");
+  const Tensor& ref = e.require("codes");
+  if (!input || input->element_count() != ref.bytes.size()) return std::nullopt;
+  if ((seen == Seen::ViaBf16 || seen == Seen::ViaF16) && input->dtype != DType::F32) return std::nullopt;
+  std::vector<float> scale;
+  BlockMap map;
+  if (q.kind != Fp8Quantizer::Kind::Cast) {
+    scale = e.require("scale").f32();
+    map = block_map(e, "codes");
+  } else if (seen == Seen::Reciprocal)
+    return std::nullopt;  // a cast has no scale
+  std::vector<std::uint8_t> codes = ref.u8();
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    float x = input->value_as_float(i);
+    if (seen == Seen::FlushedInput && is_subnormal_bits(input->dtype, input->bits_at(i))) x = std::copysign(0.0f, x);
+    float y = x;
+    if (q.kind != Fp8Quantizer::Kind::Cast) {
+      const std::size_t b = map.block_of(i);
+      if (b >= scale.size()) return std::nullopt;
+      const float s = scale[b];
+      if (std::isnan(x) || std::isnan(s) || s == 0.0f) continue;
+      y = seen == Seen::Reciprocal ? x * (1.0f / s) : x / s;
+    }
+    if (!std::isnan(y) && seen == Seen::ViaBf16) y = widen_bf16(bf16_round_nearest_even(y));
+    if (!std::isnan(y) && seen == Seen::ViaF16) y = widen_f16(f16_round_nearest_even(y));
+    codes[i] = encode(q.id, y, q.policy, rule);
+  }
+  return codes;
+}
+
+bool is_nan_code(fp8::FormatId id, std::uint8_t c) {
+  return fp8::dispatch(id, [c](auto format) { return decltype(format)::is_nan(c); });
+}
+
+using CodeEdit = std::uint8_t (*)(fp8::FormatId id, std::uint8_t c);
+
+// The reference's codes with one rule applied to each code it selects.
+std::optional<std::vector<std::uint8_t>> edit_codes(const Fp8Quantizer& q, const Case& e, CodeEdit edit) {
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  for (std::uint8_t& c : codes) c = edit(q.id, c);
+  return codes;
+}
+
+std::uint8_t flush_subnormal(fp8::FormatId id, std::uint8_t c) {
+  const DType d = id == fp8::FormatId::E4M3FN ? DType::F8_E4M3 : DType::F8_E5M2;
+  return is_subnormal_bits(d, c) ? static_cast<std::uint8_t>(c & 0x80u) : c;
+}
+std::uint8_t nan_sign_flipped(fp8::FormatId id, std::uint8_t c) { return is_nan_code(id, c) ? c ^ 0x80u : c; }
+std::uint8_t nan_sign_dropped(fp8::FormatId id, std::uint8_t c) { return is_nan_code(id, c) ? c & 0x7Fu : c; }
+template <std::uint8_t Magnitude>
+std::uint8_t nan_payload(fp8::FormatId id, std::uint8_t c) {
+  return is_nan_code(id, c) ? static_cast<std::uint8_t>((c & 0x80u) | Magnitude) : c;
+}
+
+// torch's and CUDA's E5M2 NaN S.11111.11 where ml_dtypes writes S.11111.10, and the converse.
+std::uint8_t nan_payload_swapped(fp8::FormatId id, std::uint8_t c) {
+  if (!is_nan_code(id, c)) return c;
+  return static_cast<std::uint8_t>((c & 0x80u) | ((c & 0x7Fu) == 0x7Fu ? 0x7Eu : 0x7Fu));
+}
+
+// torchao.fp8's block scale, another way: from the block's values, what the kernel divides by.
+using ScaleOf = float (*)(std::span<const float> block);
+constexpr float kE4M3Max = 448.0f;
+float torch_amax(std::span<const float> block, bool keep_nan) {
+  float amax = 0.0f;
+  for (float v : block) {
+    if (std::isnan(v)) {
+      if (keep_nan) return float_from_bits(0x7FC00000u);  // torch.amax's canonical NaN
+      continue;
+    }
+    amax = std::max(amax, std::fabs(v));
+  }
+  return amax;
+}
+float clipped(float amax) { return std::isnan(amax) ? amax : std::max(amax, 1e-12f); }
+float scale_times_reciprocal(std::span<const float> b) { return clipped(torch_amax(b, true)) * (1.0f / kE4M3Max); }
+float scale_in_bf16(std::span<const float> b) {
+  return widen_bf16(bf16_round_nearest_even_c10(clipped(torch_amax(b, true)) / kE4M3Max));
+}
+// C's fmax, as a CPU kernel writes the reduction: a quiet NaN operand is skipped (a signalling one
+// gives NaN, glibc's fmax on x86)
+float scale_ignoring_nan(std::span<const float> b) {
+  float amax = 0.0f;
+  for (float v : b) amax = std::fmax(amax, std::fabs(v));
+  return clipped(amax) / kE4M3Max;
+}
+float scale_without_clip(std::span<const float> b) { return torch_amax(b, true) / kE4M3Max; }
+
+}  // namespace
+
+void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
+  if (!quantizer_of(f, resolve_params(f, {}))) return;
+  const FormatSpec* spec = &f;
+  const auto element = [&](std::string name, std::string description, Rounding rule, Seen seen) {
+    out.push_back({std::move(name), std::move(description),
+                   [spec, rule, seen](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     const auto q = quantizer_of(*spec, p);
+                     if (!q) return std::nullopt;
+                     auto codes = recode(*q, e, rule, seen);
+                     if (!codes) return std::nullopt;
+                     return with_codes(*spec, e, p, std::move(*codes));
+                   }});
+  };
+  const auto edited = [&](std::string name, std::string description, CodeEdit edit, bool nan_only) {
+    out.push_back({std::move(name), std::move(description),
+                   [spec, edit, nan_only](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     const auto q = quantizer_of(*spec, p);
+                     if (!q) return std::nullopt;
+                     // a NaN code's dequantized value is NaN either way: the reference's is kept
+                     return with_codes(*spec, e, p, *edit_codes(*q, e, edit), std::nullopt, nan_only);
+                   }});
+  };
+  const bool scaled = f.tensor("scale") != nullptr;
+  if (scaled) element("reciprocal", "the reference with x * (1 / s) for x / s", Rounding::NearestEven, Seen::Reciprocal);
+  element("ties-away", "the reference with ties away from zero", Rounding::TiesAway, Seen::Reference);
+  element("ties-toward-zero", "the reference with ties toward zero", Rounding::TiesTowardZero, Seen::Reference);
+  element("toward-zero", "the reference rounding toward zero (truncation)", Rounding::TowardZero, Seen::Reference);
+  element("flush-subnormal-inputs", "the reference with subnormal inputs taken as zero", Rounding::NearestEven,
+          Seen::FlushedInput);
+  edited("flush-subnormal-outputs", "the reference with subnormal codes flushed to zero", flush_subnormal, false);
+  element("double-rounding-bf16", "the reference rounding through bfloat16 first", Rounding::NearestEven, Seen::ViaBf16);
+  element("double-rounding-f16", "the reference rounding through float16 first", Rounding::NearestEven, Seen::ViaF16);
+  edited("nan-sign-flipped", "the reference with the sign of every NaN code flipped", nan_sign_flipped, true);
+  edited("nan-sign-dropped", "the reference with every NaN code positive", nan_sign_dropped, true);
+  if (quantizer_of(f, resolve_params(f, {}))->id == fp8::FormatId::E5M2) {
+    edited("nan-payload-11", "the reference with NaN codes S.11111.11 (torch's and CUDA's)", nan_payload<0x7F>, true);
+    edited("nan-payload-10", "the reference with NaN codes S.11111.10 (ml_dtypes')", nan_payload<0x7E>, true);
+    edited("nan-payload-other-library", "the reference with the other library's NaN payload (S.11111.11 and S.11111.10 swapped)",
+           nan_payload_swapped, true);
+  }
+  if (f.name != "torchao.fp8") return;
+  const auto scale = [&](std::string name, std::string description, ScaleOf scale_of) {
+    out.push_back({std::move(name), std::move(description),
+                   [spec, scale_of](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     const auto q = quantizer_of(*spec, p);
+                     if (!q) return std::nullopt;
+                     return requantized(*spec, e, p, scale_of, [&](float x, float s) {
+                       return encode(q->id, x / s, q->policy, Rounding::NearestEven);
+                     });
+                   }});
+  };
+  scale("scale-reciprocal", "the reference with the block scale amax * (1 / 448) for amax / 448", scale_times_reciprocal);
+  scale("scale-bf16", "the reference with the block scale rounded to bfloat16", scale_in_bf16);
+  scale("absmax-ignores-nan", "the reference with a block absmax that skips NaN (fmax)", scale_ignoring_nan);
+  scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", scale_without_clip);
+}
+
+}  // namespace lowbit::diagnosis
