@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+// As reference/include/lowbit/host_device.hpp defines it; written here too because some of our kernels
+// (the per-block E4M3 plugin and its twins) build, like a kernel author's plugin, against include/ only.
 #ifndef LOWBIT_HOST_DEVICE
 #if defined(__CUDACC__)
 #define LOWBIT_HOST_DEVICE __host__ __device__

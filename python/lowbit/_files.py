@@ -59,6 +59,7 @@ def atomic_file(path, replace=True):
     try:
         try:
             yield fd
+            os.fsync(fd)  # on the disk before the rename makes it the file, as the engine's writer does
         finally:
             os.close(fd)
         if replace:

@@ -7,6 +7,8 @@
 // the canonical +NaN 0x7FFFFFFF.
 #include <cstdint>
 
+#include "lowbit/host_device.hpp"
+
 namespace lowbit::cuda {
 
 // The canonical NaN of NVIDIA fp32 arithmetic; x86 produces 0xFFC00000 (negative) instead.
@@ -26,12 +28,6 @@ std::uint32_t rcp_approx_ftz_1_2(std::uint32_t m);
 // the measured result on [1, 2) scaled by the exponent (rcp_approx_ftz_scaled's rule). Exact: the
 // GPU checks held it against the hardware on all 2^32 inputs.
 float rcp_approx_ftz(float b);
-
-#if defined(__CUDACC__)
-#define LOWBIT_HOST_DEVICE __host__ __device__
-#else
-#define LOWBIT_HOST_DEVICE
-#endif
 
 // The bits of rcp.approx.ftz.f32(x) for the binary32 pattern x, given r, the bits of the
 // instruction's result for x's mantissa on [1, 2) (the float 1 + (x & 0x7FFFFF) * 2^-23; looked up

@@ -8,13 +8,7 @@
 // (device/kernels/torchao_blockwise.cuh) gives the reference's bits by the same rules.
 #include <cstdint>
 
-#ifndef LOWBIT_HOST_DEVICE
-#if defined(__CUDACC__)
-#define LOWBIT_HOST_DEVICE __host__ __device__
-#else
-#define LOWBIT_HOST_DEVICE
-#endif
-#endif
+#include "lowbit/host_device.hpp"
 
 namespace lowbit {
 
