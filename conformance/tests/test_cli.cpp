@@ -245,6 +245,10 @@ TEST_CASE("inspect and audit --state handed a torch checkpoint say which python 
     CHECK(run.output.find("`python -m lowbit inspect " + path + "`") != std::string::npos);
     CHECK(run.output.find("`python -m lowbit state-case " + path + " states.safetensors`") != std::string::npos);
     CHECK(run.output.find(e.then) != std::string::npos);
+    // audit --state names the command that audits the checkpoint directly (with its progress line)
+    const bool audit = e.args.rfind("audit", 0) == 0;
+    CHECK((run.output.find("`python -m lowbit audit " + path + "` audits their dequantized values directly; ") !=
+           std::string::npos) == audit);
     CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
   }
 }

@@ -2,6 +2,7 @@
 torch (a torch distributed-checkpoint folder, single- or multi-rank, or a torch.save file):
 
     python -m lowbit inspect CHECKPOINT [--json]   the quantized states, their chunks and the signature
+    python -m lowbit audit CHECKPOINT [--json]     the round-trip audit of their dequantized values
     python -m lowbit state-case CHECKPOINT OUT     their dequantized values as a case file, for
                                                    `lowbit audit --state OUT` and `lowbit inspect OUT`
 
@@ -12,20 +13,27 @@ one part at a time; OUT is written whole or not at all and never replaces anythi
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 
 USAGE = """usage: python -m lowbit inspect CHECKPOINT [--json] [--progress] [--bnb-block-size N]
+       python -m lowbit audit CHECKPOINT [--formats LIST] [--block-sizes LIST] [--json] [--progress]
+                              [--bnb-block-size N]
        python -m lowbit state-case CHECKPOINT OUT.safetensors [--progress] [--bnb-block-size N]
 CHECKPOINT: a torch distributed-checkpoint folder (any number of ranks) or a torch.save file of an
   optimizer's state_dict() (a symbolic link is refused: give the path it points to)
 OUT: a new file (an existing one, or a link, is refused, never replaced)
---json: inspect prints the signature as one JSON object
+--json: inspect prints the signature, audit its rows and warnings, as one JSON object
+--formats LIST: audit: comma-separated format names or globs (default: every audited format)
+--block-sizes LIST: audit: comma-separated powers of two in 16..65536 (default 32,64,...,4096)
 --progress: a progress line on stderr while a folder is read (shown by default when stderr is a terminal)
 --bnb-block-size N: bitsandbytes' quantization block (default 256)"""
 
-COMMANDS = {"inspect": 1, "state-case": 2}  # command -> its number of operands
-FLAGS = {"inspect": {"--json", "--progress"}, "state-case": {"--progress"}}
+COMMANDS = {"inspect": 1, "audit": 1, "state-case": 2}  # command -> its number of operands
+FLAGS = {"inspect": {"--json", "--progress"}, "audit": {"--json", "--progress"}, "state-case": {"--progress"}}
+VALUED = {"inspect": {"--bnb-block-size"}, "audit": {"--bnb-block-size", "--formats", "--block-sizes"},
+          "state-case": {"--bnb-block-size"}}
 
 
 class Usage(Exception):
@@ -77,25 +85,49 @@ def _out(path, checkpoint) -> str:
     return path
 
 
+def _whole(option, value) -> int:
+    if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 1 << 31:
+        raise Usage(f"{option} {value!r:.40}: not a whole number of elements from 1 to 2^31")
+    return int(value)
+
+
+def _valued(option, value, options) -> None:
+    """An option's value into options (Usage naming a bad one)."""
+    if option == "--bnb-block-size":
+        options["bnb_block_size"] = _whole(option, value)
+        return
+    items = value.split(",")
+    if not all(items):
+        raise Usage(f"{option} {value!r:.80}: an empty item in the comma-separated list")
+    if option == "--block-sizes":  # lowbit audit's rule, checked before the checkpoint is read
+        sizes = [_whole(option, v) for v in items]
+        for b in sizes:
+            if b & (b - 1) or not 16 <= b <= 65536:
+                raise Usage(f"{option}: {b} is not a power of two in 16..65536")
+        options["block_sizes"] = sizes
+    else:
+        options["formats"] = items
+
+
 def parse(argv) -> tuple:
     """(command, operands, options) of a command line; Usage naming the first thing wrong."""
     if not argv:
-        raise Usage("no command (inspect or state-case; --help for the usage)")
+        raise Usage("no command (inspect, audit or state-case; --help for the usage)")
     command, rest = argv[0], argv[1:]
     if command not in COMMANDS:
-        raise Usage(f"unknown command {command!r:.80} (inspect or state-case; --help for the usage)")
-    operands, options = [], {"json": False, "progress": sys.stderr.isatty(), "bnb_block_size": 256}
+        raise Usage(f"unknown command {command!r:.80} (inspect, audit or state-case; --help for the usage)")
+    operands, options = [], {"json": False, "progress": sys.stderr.isatty(), "bnb_block_size": 256,
+                             "formats": None, "block_sizes": [32, 64, 128, 256, 512, 1024, 2048, 4096]}
     i = 0
     while i < len(rest):
         arg = rest[i]
-        if arg == "--bnb-block-size" or arg.startswith("--bnb-block-size="):
+        name = arg.split("=", 1)[0]
+        if name in VALUED[command]:
             value = arg.split("=", 1)[1] if "=" in arg else (rest[i + 1] if i + 1 < len(rest) else None)
             i += 1 if "=" in arg else 2
             if value is None:
-                raise Usage("--bnb-block-size: a value is missing (a whole number of elements, 1 to 2^31)")
-            if not value.isascii() or not value.isdigit() or not 1 <= int(value) <= 1 << 31:
-                raise Usage(f"--bnb-block-size {value!r:.40}: not a whole number of elements from 1 to 2^31")
-            options["bnb_block_size"] = int(value)
+                raise Usage(f"{name}: a value is missing")
+            _valued(name, value, options)
             continue
         if arg.startswith("-") and arg != "-":
             if arg.split("=", 1)[0] in FLAGS[command]:
@@ -108,7 +140,7 @@ def parse(argv) -> tuple:
             operands.append(arg)
         i += 1
     if len(operands) != COMMANDS[command]:
-        wanted = "CHECKPOINT" if command == "inspect" else "CHECKPOINT and OUT"
+        wanted = "CHECKPOINT and OUT" if command == "state-case" else "CHECKPOINT"
         raise Usage(f"{command} takes {wanted}; given {len(operands)} operand(s)")
     operands[0] = _checkpoint(operands[0])
     if command == "state-case":
@@ -139,6 +171,30 @@ def inspect(path, options) -> None:
           f"  dequantized (the values in global order): {sig.dequantized}")
 
 
+def audit(path, options) -> None:
+    import lowbit
+
+    rows, warnings = lowbit.audit_state(path, formats=options["formats"], block_sizes=options["block_sizes"],
+                                        bnb_block_size=options["bnb_block_size"],
+                                        progress=Progress(options["progress"]))
+    if options["json"]:
+        # an infinite measure (sqnr_db of a zero error) is null, as lowbit audit's JSON report writes it
+        rows = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
+        print(json.dumps({"checkpoint": path, "rows": rows, "warnings": warnings}, indent=1, allow_nan=False))
+        return
+    print(path)
+    for r in rows:
+        where = f"  {r['tensor']}: {r['format']} at block {r['block_size']}: "
+        if "not_applicable" in r:
+            print(where + r["not_applicable"])
+            continue
+        print(where + f"{r['bits_per_element']:.4g} bits per element, mean_abs {r['mean_abs']:.4g}, rel_l2 "
+              f"{r['rel_l2']:.4g}, max_abs {r['max_abs']:.4g}, sqnr {r['sqnr_db']:.2f} dB" +
+              (" (looks already quantized)" if r.get("looks_already_quantized") else ""))
+    for w in warnings:
+        print(f"warning: {w}")
+
+
 def state_case(path, out, options) -> None:
     import lowbit
 
@@ -157,6 +213,8 @@ def main(argv) -> int:
         command, operands, options = parse(argv)
         if command == "inspect":
             inspect(operands[0], options)
+        elif command == "audit":
+            audit(operands[0], options)
         else:
             state_case(operands[0], operands[1], options)
     except Usage as e:

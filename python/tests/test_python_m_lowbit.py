@@ -103,6 +103,13 @@ def test_hostile_command_lines_are_one_line_and_exit_2(folder, tmp_path, capsys)
         (["state-case", dcp_folder, dcp_folder], f"{dcp_folder}: it exists"),
         (["state-case", dcp_folder, str(tmp_path / "no" / "such" / "out.safetensors")], "cannot write"),
         (["state-case", dcp_folder, ""], "OUT: an empty path"),
+        (["audit"], "audit takes CHECKPOINT; given 0 operand(s)"),
+        (["audit", dcp_folder, "--block-sizes", "100"], "--block-sizes: 100 is not a power of two in 16..65536"),
+        (["audit", dcp_folder, "--block-sizes=64,,128"], "--block-sizes '64,,128': an empty item"),
+        (["audit", dcp_folder, "--block-sizes", "8.5"], "--block-sizes '8.5': not a whole number"),
+        (["audit", dcp_folder, "--formats"], "--formats: a value is missing"),
+        (["audit", dcp_folder, "--formats", "no.such"], "no format matches 'no.such'"),
+        (["inspect", dcp_folder, "--formats", "torchao.fp8"], "inspect: unknown option '--formats'"),
     ]
     for argv, expected in cases:
         one_line_error(capsys, argv, expected)
@@ -113,7 +120,7 @@ def test_hostile_command_lines_are_one_line_and_exit_2(folder, tmp_path, capsys)
 
 
 def test_help_is_the_usage_on_stdout(capsys):
-    for argv in (["--help"], ["-h"], ["inspect", "--help"], ["state-case", "-h"]):
+    for argv in (["--help"], ["-h"], ["inspect", "--help"], ["audit", "--help"], ["state-case", "-h"]):
         assert main(argv) == 0
         captured = capsys.readouterr()
         assert captured.out.startswith("usage: python -m lowbit inspect CHECKPOINT") and captured.err == ""
@@ -141,3 +148,25 @@ def test_progress_goes_to_stderr_and_json_to_stdout(folder, tmp_path, capsys):
     assert run.err == "lowbit: read 1 of 2 parts (50 %)\nlowbit: read 2 of 2 parts (100 %)\n" * 2  # two passes
     assert run.out.startswith(f"{target}: 4 dequantized state(s): state.0.exp_avg, state.0.exp_avg_sq, ")
     assert target.read_bytes() == lowbit.case_bytes(lowbit.dequantized_state_case(dcp_folder))
+
+
+def test_audit_prints_audit_states_rows_and_warnings(folder, capsys):
+    dcp_folder = str(folder / "dcp")
+    rows, warnings = lowbit.audit_state(dcp_folder, formats=["torchao.fp8", "torchao.codebook8.unsigned"],
+                                        block_sizes=[64, 256])
+    argv = ["audit", dcp_folder, "--formats", "torchao.fp8,torchao.codebook8.unsigned", "--block-sizes=64,256"]
+    assert main(argv + ["--json", "--progress"]) == 0
+    run = capsys.readouterr()
+    shown = json.loads(run.out)  # strict JSON: an infinite sqnr_db (zero error) is null, as lowbit audit writes it
+    assert len(shown["rows"]) == len(rows) == 16 and shown["warnings"] == warnings and len(warnings) == 4
+    for mine, theirs in zip(shown["rows"], rows):
+        assert mine == {k: None if v == float("inf") else v for k, v in theirs.items()}
+    assert any(r.get("looks_already_quantized") and r["sqnr_db"] is None for r in shown["rows"])
+    assert run.err == "lowbit: read 1 of 2 parts (50 %)\nlowbit: read 2 of 2 parts (100 %)\n"
+    assert main(argv) == 0
+    run = capsys.readouterr()
+    lines = run.out.splitlines()
+    assert lines[0] == dcp_folder and len(lines) == 1 + 16 + 4 and run.err == ""
+    assert lines[1] == ("  state.0.exp_avg: torchao.codebook8.unsigned at block 64: n/a (unsigned map: the data has "
+                        "negative values)")
+    assert lines[-1] == f"warning: {warnings[-1]}"

@@ -476,7 +476,8 @@ int run_audit(AuditOptions o) {
   for (const auto& spec : o.inputs) sources.push_back({spec, ""});
   Case state;
   if (!o.state.empty()) {
-    refuse_torch_checkpoint(o.state, "lowbit audit --state states.safetensors --tensors KEYS (the keys it prints)");
+    refuse_torch_checkpoint(o.state, "lowbit audit --state states.safetensors --tensors KEYS (the keys it prints)",
+                            true);
     state = read_case_guarded(o.state);  // held to its MANIFEST.json where one lists it; CaseError names the fault
     if (o.tensors.empty()) {
       for (const Tensor& t : state.tensors()) {

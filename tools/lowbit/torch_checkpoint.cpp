@@ -24,7 +24,7 @@ bool looks_like_torch_save(const std::string& path) {
 
 }  // namespace
 
-void refuse_torch_checkpoint(const std::string& path, const std::string& then) {
+void refuse_torch_checkpoint(const std::string& path, const std::string& then, bool audit) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   const bool folder = !ec && std::filesystem::is_directory(status);
@@ -40,9 +40,11 @@ void refuse_torch_checkpoint(const std::string& path, const std::string& then) {
   const std::string shown = printable(path);
   throw UsageError(fmt::format(
       "{}: {}, not a case file; lowbit reads safetensors case files. For an optimizer checkpoint, the Python "
-      "package reads it (docs/python.md): `python -m lowbit inspect {}` shows its states and signature; "
+      "package reads it (docs/python.md): `python -m lowbit inspect {}` shows its states and signature; {}"
       "`python -m lowbit state-case {} states.safetensors` writes their dequantized values, then `{}`",
-      shown, what, shown, shown, then));
+      shown, what, shown,
+      audit ? fmt::format("`python -m lowbit audit {}` audits their dequantized values directly; ", shown) : "", shown,
+      then));
 }
 
 }  // namespace lowbit::cli

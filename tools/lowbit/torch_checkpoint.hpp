@@ -8,7 +8,7 @@ namespace lowbit::cli {
 // Throws UsageError naming `path` and the `python -m lowbit` command to run when `path` is a folder (a
 // torch distributed checkpoint, with its .metadata, or any other) or a torch.save file (a zip
 // archive); returns otherwise. `then` is the lowbit command line to run on the converted case file,
-// states.safetensors.
-void refuse_torch_checkpoint(const std::string& path, const std::string& then);
+// states.safetensors; `audit`: also name `python -m lowbit audit PATH`, which audits the checkpoint directly.
+void refuse_torch_checkpoint(const std::string& path, const std::string& then, bool audit = false);
 
 }  // namespace lowbit::cli
