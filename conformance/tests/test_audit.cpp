@@ -569,7 +569,7 @@ TEST_CASE("trajectory: every optimizer format from the registry, deterministic, 
     return 1e-2;
   };
   for (const std::string& name : formats) {
-    if (name == "bnb.momentum8bit.cpu") continue;
+    if (name.starts_with("bnb.momentum8bit.")) continue;  // the CPU format and the CUDA kernel's
     CAPTURE(name);
     const auto run = audit::run_trajectory(3, format(name), 1, 1e-2);
     REQUIRE(run.size() == 2);

@@ -27,14 +27,6 @@ constexpr double kOriginMin = 1e-20, kExpandMin = 1e-30;  // QUANT_MIN_VAL of ea
 
 LOWBIT_HOST_DEVICE inline float canonical(float x) { return is_nan(x) ? float_of(lowbit::cuda::kCanonicalNan) : x; }
 
-LOWBIT_HOST_DEVICE inline float sqrt_rn(float x) {
-#ifdef __CUDA_ARCH__
-  return __fsqrt_rn(x);
-#else
-  return sqrtf(x);
-#endif
-}
-
 // f32(double(x) + c): the kernels add QUANT_MIN_VAL in double, then round once (cvt.rn.f32.f64).
 LOWBIT_HOST_DEVICE inline float add_in_double(float x, double c) {
 #ifdef __CUDA_ARCH__

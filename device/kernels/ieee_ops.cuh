@@ -80,6 +80,13 @@ LOWBIT_HOST_DEVICE inline float fma_rn(float a, float b, float c) {
   return fmaf(a, b, c);
 #endif
 }
+LOWBIT_HOST_DEVICE inline float sqrt_rn(float x) {
+#ifdef __CUDA_ARCH__
+  return __fsqrt_rn(x);
+#else
+  return sqrtf(x);
+#endif
+}
 
 // a * b and a / b as SSE's mulss / divss compute them, NaNs included (see the top of this file).
 LOWBIT_HOST_DEVICE inline float mul_x86(float a, float b) {

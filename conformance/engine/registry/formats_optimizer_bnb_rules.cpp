@@ -110,11 +110,17 @@ struct RuleSpec {
   const char* provenance;
 };
 
-FormatSpec rule_format(const RuleSpec& r) {
-  FormatSpec f = states_format(r.name, {{r.state, true}});  // Optimizer1State: the signed map for every rule
+// What a rule's CPU and CUDA formats share: the case tensors, the strings and the default params.
+FormatSpec rule_states_format(const RuleSpec& r, bool cuda) {
+  FormatSpec f = states_format(r.name, {{r.state, true}}, cuda);  // Optimizer1State: the signed map for every rule
   f.description = r.description;
   f.provenance = r.provenance;
   f.default_params.update(r.defaults);
+  return f;
+}
+
+FormatSpec rule_format(const RuleSpec& r) {
+  FormatSpec f = rule_states_format(r, false);
   const std::string state = r.state;
   const optimizer::BnbRule rule = r.rule;
   const char* b1 = r.beta1;
@@ -234,24 +240,56 @@ FormatSpec ademamix_format() {
 
 // ---- CUDA ----------------------------------------------------------------------------------------
 
-FormatSpec lion_cuda_format() {
-  FormatSpec f = states_format("bnb.lion8bit.cuda", {{"exp_avg", true}}, true);
-  f.description = "one bitsandbytes 8-bit block-wise Lion step (Lion8bit, PagedLion8bit) as its one-state CUDA kernel "
-                  "computes it, with IEEE arithmetic for the fast-math intrinsics: decay before the update, "
-                  "1 - beta in float32, sign of NaN 0, no NaN/Inf reset (NaN states canonical), absmax over all 256 "
-                  "slots (tail padding included), sign fix with the 255 wrap";
-  f.provenance = "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION, float32, block 256)";
-  f.default_params.update(nlohmann::json{{"lr", 1e-4}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.0}});
-  // The real kernel's __fdividef is not modelled: codes may differ at ties and near boundaries.
+// The one-state CUDA kernel's rules: the CPU rule's case tensors and params, without block_size
+// (the kernel's is 256) and cpu_capability.
+FormatSpec rule_cuda_format(const RuleSpec& r) {
+  FormatSpec f = rule_states_format(r, true);
+  // The real kernel's __fdividef and approximate sqrtf are not modelled: codes may differ at ties and
+  // near boundaries, RMSprop's and Adagrad's parameters by ulps.
   f.default_tolerance = "bnb-cuda";
-  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+  f.run = [r](const Case& in, const nlohmann::json& p, int /*threads*/) {
     std::vector<float> param = in.require("param").f32();
-    optimizer::Moment m = read_moment(in, "exp_avg", false);
-    if (step_of(in) > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
-    optimizer::bnb_lion_cuda_step(param, in.require("grad").f32(), m, rule_hyper(p, "beta1", "beta2"));
-    return outputs_of(param, {{"exp_avg", &m}});
+    optimizer::Moment m = read_moment(in, r.state, false);
+    const std::int64_t step = step_of(in);
+    if (step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
+    optimizer::bnb_rule_cuda_step(r.rule, param, in.require("grad").f32(), step, m, rule_hyper(p, r.beta1, r.beta2));
+    return outputs_of(param, {{r.state, &m}});
   };
   return f;
+}
+
+// The CUDA kernel's formats: each CPU rule's state, params and defaults (the same Python optimizer
+// passes them), with its own name and words.
+std::vector<RuleSpec> rule_cuda_specs() {
+  struct CudaText {
+    optimizer::BnbRule rule;
+    const char *name, *description, *provenance;
+  };
+  static const CudaText texts[] = {
+      {optimizer::BnbRule::Lion, "bnb.lion8bit.cuda",
+       "one bitsandbytes 8-bit block-wise Lion step (Lion8bit, PagedLion8bit) as its one-state CUDA kernel "
+       "computes it, with IEEE arithmetic for the fast-math intrinsics: decay before the update, "
+       "1 - beta in float32, sign of NaN 0, no NaN/Inf reset (NaN states canonical), absmax over all 256 "
+       "slots (tail padding included), sign fix with the 255 wrap",
+       "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION, float32, block 256)"},
+      {optimizer::BnbRule::Momentum, "bnb.momentum8bit.cuda",
+       "one bitsandbytes 8-bit block-wise SGD-with-momentum step (SGD8bit, PagedSGD8bit) as its one-state CUDA "
+       "kernel computes it, with IEEE arithmetic for the fast-math intrinsics: L2 decay fma(p, wd, g) only "
+       "when wd > 0, the buffer copied at step 1 and fma(buf, momentum, g) after (no dampening), "
+       "p = fma(-lr, buf, p), no NaN/Inf reset (NaN states canonical), absmax over all 256 slots (tail padding "
+       "included), sign fix with the 255 wrap",
+       "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (MOMENTUM, float32, block 256)"},
+  };
+  std::vector<RuleSpec> out;
+  for (const CudaText& c : texts)
+    for (RuleSpec r : rule_specs())
+      if (r.rule == c.rule) {
+        r.name = c.name;
+        r.description = c.description;
+        r.provenance = c.provenance;
+        out.push_back(r);
+      }
+  return out;
 }
 
 }  // namespace
@@ -259,7 +297,7 @@ FormatSpec lion_cuda_format() {
 void register_bnb_rule_formats(std::vector<FormatSpec>& out) {
   out.push_back(ademamix_format());
   for (const RuleSpec& r : rule_specs()) out.push_back(rule_format(r));
-  out.push_back(lion_cuda_format());
+  for (const RuleSpec& r : rule_cuda_specs()) out.push_back(rule_cuda_format(r));
 }
 
 }  // namespace lowbit

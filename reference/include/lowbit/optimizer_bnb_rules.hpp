@@ -80,23 +80,32 @@ void bnb_ademamix_cpu_step(std::span<float> param, std::span<const float> grad, 
 
 // ---- CUDA, IEEE model ------------------------------------------------------------------------
 
-struct BnbLionCudaScalars {  // float32 as the kernel receives them (c_float) and derives them
-  float b1, w1, b2, w2, lr, wd, decay;
+struct BnbRuleCudaScalars {  // float32 as the kernel receives them (c_float) and derives them
+  float b1, w1, b2, w2, lr, wd, eps, decay;
 };
-// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION), the
-// scalars: 1 - beta as 1.0f - f32(beta) (float32 arithmetic in the kernel, not f32(1 - beta) as on
-// the CPU) and the decay factor 1.0f - lr * wd contracted to fma(-lr, wd, 1) (as Adam's model).
-BnbLionCudaScalars bnb_lion_cuda_scalars(const BnbRuleHyper& h);
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, the scalars:
+// 1 - beta as 1.0f - f32(beta) (float32 arithmetic in the kernel, not f32(1 - beta) as on the CPU)
+// and Lion's decay factor 1.0f - lr * wd contracted to fma(-lr, wd, 1) (as Adam's model).
+BnbRuleCudaScalars bnb_rule_cuda_scalars(const BnbRuleHyper& h);
 
-// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION), one launch
-// on a float32 parameter (block 256), modelled with IEEE arithmetic, every multiply-add contracted as
-// nvcc's -fmad=true permits and every NaN a result the GPU's canonical 0x7FFFFFFF. Per slot of the
-// block's 256, tail padding included (gradient 0, parameter 0, code 128): if wd > 0, p = p * decay
-// (before the update); s0 = q[code] * absmax; u = lr * sgn(fma(s0, b1, w1 g)) with sgn(NaN) = 0;
-// s = fma(s0, b2, w2 g), with no NaN/Inf reset (unlike the two-state kernel); p = p - u. New absmax:
-// fmax of |s| over the 256 slots from -FLT_MAX (fmax passes over NaN); requantization as Adam's model
-// (bnb_cuda_search of s / absmax, sign fix, 0 - 1 wrapping to 255). docs/formats/bnb-lion8bit.md.
-void bnb_lion_cuda_step(std::span<float> param, std::span<const float> grad, Moment& state, const BnbRuleHyper& h);
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (LION, MOMENTUM,
+// RMSPROP, ADAGRAD), one launch on a float32 parameter (block 256; step the int32 the kernel gets),
+// modelled with IEEE arithmetic, every multiply-add contracted as nvcc's -fmad=true permits and every
+// NaN a result the GPU's canonical 0x7FFFFFFF. Per slot of the block's 256, tail padding included
+// (gradient 0, parameter 0, code 128), s0 = q[code] * absmax:
+//   Lion: if wd > 0, p = p * decay (before the update); u = lr * sgn(fma(s0, b1, w1 g)) with
+//         sgn(NaN) = 0; s = fma(s0, b2, w2 g); p = p - u.
+//   Momentum: g' = wd > 0 ? fma(p, wd, g) : g; s = g' at step 1, else fma(s0, b1, g') (no
+//         dampening); p = fma(-lr, s, p).
+//   RMSprop: g' as momentum; s = fma(s0, b1, w1 (g' g')); p = fma(-lr, g / (sqrt(s) + eps), p).
+//   Adagrad: g' as momentum; s = fma(g', g', s0); p as RMSprop. Both divide the gradient as loaded,
+//         without the L2 term (the CPU divides the decayed one).
+// No NaN/Inf reset (unlike the two-state kernel). New absmax: fmax of |s| over the 256 slots from
+// -FLT_MAX (fmax passes over NaN); requantization as Adam's model (bnb_cuda_search of s / absmax, sign
+// fix, 0 - 1 wrapping to 255), the non-negative RMSprop and Adagrad states included.
+// docs/formats/bnb-lion8bit.md and the rules' pages.
+void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                        Moment& state, const BnbRuleHyper& h);
 
 // The readable definitions of the two steps above, one element at a time on one thread (the element
 // functions in a loop, whole-array dequantize and the quantizer's scalar definition).

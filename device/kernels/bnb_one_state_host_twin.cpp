@@ -1,15 +1,16 @@
-// The host twin of bnb_lion_plugin.cu: the same per-slot functions (bnb_lion_cuda.cuh) and glue
-// (bnb_lion_glue.hpp), run block by block on the CPU as a host-memory kernel, so that `lowbit verify`
-// proves the CUDA kernel's arithmetic on every machine. What the device adds is one thread per slot
-// and the block's maximum through shared memory (exact, in any order: no NaN reaches it).
-#include "bnb_lion_glue.hpp"
+// The host twin of bnb_one_state_plugin.cu: the same per-slot functions (bnb_one_state_cuda.cuh) and
+// glue (bnb_one_state_glue.hpp), run block by block on the CPU as a host-memory kernel, so that
+// `lowbit verify` proves the CUDA kernel's arithmetic on every machine. What the device adds is one
+// thread per slot and the block's maximum through shared memory (exact, in any order: no NaN reaches it).
+#include "bnb_one_state_glue.hpp"
 
 namespace {
 
 using namespace lowbit_kernels;
-using namespace lowbit_kernels::bnb_lion;
+using namespace lowbit_kernels::bnb_one_state;
 
 int32_t step_on_host(const StepArgs& a, char*, uint64_t) {
+  const int64_t step = *a.step;
   for (uint64_t b = 0, start = 0; start < a.n; ++b, start += kBlock) {
     Slot slots[kBlock];
     float absmax = float_of(kNegFltMaxBits);
@@ -17,7 +18,7 @@ int32_t step_on_host(const StepArgs& a, char*, uint64_t) {
       const uint64_t i = start + j;
       const bool real = i < a.n;
       const float s0 = mul_rn(a.qmap[real ? a.codes[i] : kPadCode], a.scale[b]);
-      slots[j] = slot(real ? a.param[i] : 0.0f, real ? a.grad[i] : 0.0f, s0, a.s);
+      slots[j] = slot(a.rule, real ? a.param[i] : 0.0f, real ? a.grad[i] : 0.0f, s0, step, a.s);
       absmax = amax_step(absmax, slots[j].state);
     }
     a.scale_next[b] = absmax;
@@ -32,5 +33,6 @@ int32_t step_on_host(const StepArgs& a, char*, uint64_t) {
 }  // namespace
 
 extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_v1(void) {
-  return lowbit_kernels::bnb_lion::plugin_of<step_on_host>("host-twin.bnb.lion8bit.cuda", LOWBIT_MEMORY_HOST);
+  static const char* const names[] = {"host-twin.bnb.lion8bit.cuda", "host-twin.bnb.momentum8bit.cuda"};
+  return lowbit_kernels::bnb_one_state::plugin_of<step_on_host>(names, LOWBIT_MEMORY_HOST);
 }

@@ -1,24 +1,28 @@
 #pragma once
-// The arithmetic of our CUDA kernel of bitsandbytes' 8-bit block-wise Lion (bnb.lion8bit.cuda), one
-// definition for the device (bnb_lion_plugin.cu) and the host twin (bnb_lion_host_twin.cpp): the
-// reference's IEEE model of bitsandbytes' one-state kernel (reference/optimizer/optimizer_bnb_lion_cuda.cpp,
-// docs/formats/bnb-lion8bit.md), operation for operation, through ieee_ops.cuh's round-to-nearest
-// operations. Every NaN a result is the GPU's canonical 0x7FFFFFFF on both sides (the reference's too).
+// The arithmetic of our CUDA kernel of bitsandbytes' 8-bit block-wise one-state rules (bnb.lion8bit.cuda,
+// bnb.momentum8bit.cuda), one definition for the device (bnb_one_state_plugin.cu) and the host twin
+// (bnb_one_state_host_twin.cpp): the reference's IEEE model of bitsandbytes' one-state kernel
+// (reference/optimizer/optimizer_bnb_rules_cuda.cpp; docs/formats/bnb-lion8bit.md and the rules'
+// pages), operation for operation, through ieee_ops.cuh's round-to-nearest operations. Every NaN a
+// result is the GPU's canonical 0x7FFFFFFF on both sides (the reference's too).
 #include "ieee_ops.cuh"
 
-namespace lowbit_kernels::bnb_lion {
+namespace lowbit_kernels::bnb_one_state {
 
 constexpr unsigned kBlock = 256;          // the kernel's block (BLOCKSIZE_1STATE)
 constexpr uint8_t kPadCode = 128;         // state1's code for a slot past the end
 constexpr uint32_t kGpuNan = 0x7FFFFFFFu;  // the GPU's canonical NaN
 constexpr uint32_t kNegFltMaxBits = 0xFF7FFFFFu;  // -FLT_MAX, where the block's absmax starts
 
+// The kernel's OPTIMIZER template argument, as far as our kernels model it.
+enum class Rule : int { Lion, Momentum };
+
 struct Scalars {
   float b1, w1, b2, w2, lr, wd, decay;
 };
 
 // The float32 scalars from the params (each a double rounded once, as c_float does): 1 - beta in
-// float32, the decay factor 1 - lr * wd contracted.
+// float32, Lion's decay factor 1 - lr * wd contracted.
 LOWBIT_HOST_DEVICE inline Scalars scalars(double lr, double beta1, double beta2, double weight_decay) {
   Scalars s;
   s.b1 = static_cast<float>(beta1);
@@ -40,10 +44,9 @@ struct Slot {
   float param, state;
 };
 
-// One slot: p the parameter (0 past the end), g the gradient (0 past the end), s0 the dequantized state.
-// Built with LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER it is a mutant: the decay after the update (where
-// Adam's CUDA kernel puts it), which verify must catch.
-LOWBIT_HOST_DEVICE inline Slot slot(float p, float g, float s0, const Scalars& s) {
+// Lion's slot. Built with LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER it is a mutant: the decay after the
+// update (where Adam's CUDA kernel puts it), which verify must catch.
+LOWBIT_HOST_DEVICE inline Slot lion_slot(float p, float g, float s0, const Scalars& s) {
 #ifndef LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER
   if (s.wd > 0.0f) p = mul_rn(p, s.decay);  // decoupled, before the update
 #endif
@@ -52,7 +55,26 @@ LOWBIT_HOST_DEVICE inline Slot slot(float p, float g, float s0, const Scalars& s
 #ifdef LOWBIT_KERNELS_MUTANT_LION_DECAY_AFTER
   if (s.wd > 0.0f) next = mul_rn(next, s.decay);
 #endif
-  return {gpu_nan(next), gpu_nan(fma_rn(s0, s.b2, mul_rn(s.w2, g)))};
+  return {next, fma_rn(s0, s.b2, mul_rn(s.w2, g))};
+}
+
+// SGD with momentum's slot: the L2 term only when wd > 0, the buffer copied at step 1. Built with
+// LOWBIT_KERNELS_MUTANT_MOMENTUM_DAMPENING it is a mutant: torch's dampening (1 - momentum) on the
+// gradient from step 2, which the kernel does not apply.
+LOWBIT_HOST_DEVICE inline Slot momentum_slot(float p, float g, float s0, int64_t step, const Scalars& s) {
+  if (s.wd > 0.0f) g = fma_rn(p, s.wd, g);
+#ifdef LOWBIT_KERNELS_MUTANT_MOMENTUM_DAMPENING
+  g = step == 1 ? g : mul_rn(s.w1, g);
+#endif
+  const float state = step == 1 ? g : fma_rn(s0, s.b1, g);
+  return {fma_rn(-s.lr, state, p), state};
+}
+
+// One slot: p the parameter (0 past the end), g the gradient (0 past the end), s0 the dequantized
+// state, step the optimizer's step (momentum reads it).
+LOWBIT_HOST_DEVICE inline Slot slot(Rule rule, float p, float g, float s0, int64_t step, const Scalars& s) {
+  const Slot out = rule == Rule::Lion ? lion_slot(p, g, s0, s) : momentum_slot(p, g, s0, step, s);
+  return {gpu_nan(out.param), gpu_nan(out.state)};
 }
 
 // bitsandbytes' quantize_2D as the reference's codebook::bnb_cuda_search models it: the bracket
@@ -80,4 +102,4 @@ LOWBIT_HOST_DEVICE inline uint8_t code(float state, float absmax, const float* q
   return c;
 }
 
-}  // namespace lowbit_kernels::bnb_lion
+}  // namespace lowbit_kernels::bnb_one_state
