@@ -456,6 +456,7 @@ def _folder_groups(path, bnb_block_size, weights_only, only=None, progress=None)
             key, parts, chunks, plain_chunks = part[1], {part}, found, [p for p in plain if p[2] is not None]
         else:
             yield {part}, sorted(found, key=lambda s: s.key), []
+        found = plain = None  # not held while the next part is read
     if key is not None:
         yield sharded_group()
 
@@ -470,6 +471,7 @@ def _states_one_by_one(source, bnb_block_size, weights_only, progress=None):
     weights_only = _args.flag("weights_only", weights_only)
     for _, states, _ in _folder_groups(source, bnb_block_size, weights_only, progress=progress):
         yield from states
+        del states  # not held while the next group is read
 
 
 class QuantizedStates(Sequence):
@@ -489,6 +491,7 @@ class QuantizedStates(Sequence):
         index = []
         for parts, states, _ in _folder_groups(folder, bnb_block_size, weights_only, progress=progress):
             index += [((s.key, tuple(s.offsets)), frozenset(parts)) for s in states]
+            del states  # not held while the next group is read
         self._index = sorted(index, key=lambda e: e[0])
 
     def __len__(self) -> int:
@@ -497,6 +500,7 @@ class QuantizedStates(Sequence):
     def _read(self, i):
         (place, parts) = self._index[i]
         if self._cached[0] != parts:
+            self._cached = (None, {})  # the states read before are let go before these are read
             read = {}
             for _, states, _ in _folder_groups(self._folder, self._block, self._weights_only, only=parts):
                 read.update(((s.key, tuple(s.offsets)), s) for s in states)
@@ -676,7 +680,7 @@ def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> 
             quantized.add(s.key)
         if any(shape is not None for _, _, shape, _ in plain):
             plain_parts.add(part)
-        del nested, found, plain
+        nested = found = plain = s = None  # not held while the next part is read
     if not quantized:
         raise ValueError(_NONE_FOUND)
     mixed = {p for p in plain_parts if p[1] in quantized}
@@ -736,8 +740,10 @@ def _folder_value_chunks(path, bnb_block_size, weights_only, only=None, progress
     chunks) at a time: every quantized state's values, and the unquantized chunks of the states other
     chunks hold quantized, each with its place in the state's global shape."""
     for _, states, plain in _folder_groups(path, bnb_block_size, weights_only, only=only, progress=progress):
-        chunks = [_chunk(s, True) for s in states]
-        yield chunks + (_plain_chunks(plain, {s.key for s in states}) if states else [])
+        chunks = [_chunk(s, True) for s in states] + (_plain_chunks(plain, {s.key for s in states}) if states else [])
+        states = plain = None
+        yield chunks
+        del chunks  # not held while the next group is read
 
 
 def _place(out, c) -> None:
@@ -780,6 +786,7 @@ def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace
         for s in states:
             if shapes.setdefault(s.key, tuple(s.global_shape)) != tuple(s.global_shape):
                 raise CaseError(f"{path}: {s.key}: chunks of shapes {list(shapes[s.key])} and {list(s.global_shape)}")
+    states = s = None  # the listing's last state, not held through the writing pass
     header, offsets = _case_header(shapes)
     with _files.atomic_file(out, replace) as fd:
         _files.write_all(fd, header)
@@ -791,7 +798,7 @@ def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace
                 values = np.ascontiguousarray(c.values, dtype="<f4").reshape(-1)
                 for start, length, local in _sharded.runs(c.global_shape, c.offsets, c.shape):
                     _files.write_all(fd, values[local:local + length], len(header) + offsets[c.key] + 4 * start)
-            del chunks
+            chunks = c = values = None  # not held while the next group is read
     return shapes
 
 
@@ -823,7 +830,7 @@ def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, wei
         for chunks in _folder_value_chunks(state_dict, bnb_block_size, weights_only, progress=progress):
             for c in chunks:
                 _place(case, c)
-            del chunks
+            chunks = c = None  # not held while the next group is read
         return case
     case = Case(metadata=_STATE_CASE_METADATA, origin="dequantized optimizer states")
     found, _, _ = _find(state_dict, bnb_block_size, weights_only)
@@ -902,9 +909,13 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
             key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
             yield (s.key, s.offsets), (key, f"dequantized {s.format} state", values,
                                        (s.format, int(s.case.params["block_size"])))
+            del s, values  # neither held while the next state is read
 
-    results = [r for _, r in sorted(((order, audited(*source)) for order, source in state_sources()),
-                                    key=lambda r: r[0])]
+    audited_states = []
+    for order, source in state_sources():
+        audited_states.append((order, audited(*source)))
+        del source  # its values are not held while the next state is read
+    results = [r for _, r in sorted(audited_states, key=lambda r: r[0])]
     results += [audited(*source) for source in moment_sources]
     return [row for _, rs, _ in results for row in rs], [w for _, _, w in results if w]
 
