@@ -1,9 +1,9 @@
-// bitsandbytes' one-state CUDA kernel for Lion and SGD with momentum (bnb.lion8bit.cuda,
-// bnb.momentum8bit.cuda: IEEE models): the behaviours its source shows (bitsandbytes 0.50
-// csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise at 95f9af30, as the formats' pages under
-// docs/formats/ state them) that set each apart from its CPU format and from Adam's CUDA kernel. No GPU
-// here: the expected values are worked out from the source by hand, never taken from running the
-// reference.
+// bitsandbytes' one-state CUDA kernel for Lion, SGD with momentum and RMSprop (bnb.lion8bit.cuda,
+// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda: IEEE models): the behaviours its source shows
+// (bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise at 95f9af30, as the formats'
+// pages under docs/formats/ state them) that set each apart from its CPU format and from Adam's CUDA
+// kernel. No GPU here: the expected values are worked out from the source by hand, never taken from
+// running the reference.
 #include <doctest/doctest.h>
 
 #include <cfloat>
@@ -179,4 +179,54 @@ TEST_CASE("bnb momentum CUDA: no NaN/Inf reset; the tail's padding enters the ab
   CHECK(bits(r.m.scale[0]) == bits(INFINITY));
   CHECK(bits(r.param[0]) == bits(-INFINITY));
   CHECK(code(r.m.codes[0], r.m.qmap) == code(1, r.m.qmap));
+}
+
+// ---- RMSprop --------------------------------------------------------------------------------------
+
+TEST_CASE("bnb RMSprop CUDA: 1 - alpha in float32, eps added to sqrt(s)") {
+  RuleRun r = fresh(256);
+  step(BnbRule::Rmsprop, r, std::vector<float>(256, 1.0f), 1e-2, 0.99, 0.0, 1e-8);
+  // a fresh state is -0: s = (1.0f - 0.99f) * (1 * 1) = 0x3C23D700, where the CPU's f32(1 - 0.99) is
+  // 0x3C23D70A; every slot alike, so it is the absmax and each code 255
+  CHECK(bits(r.m.scale[0]) == f32_bits(0x3C23D700u));
+  CHECK(code(r.m.codes[0], r.m.qmap) == code(255, r.m.qmap));
+  // alpha 0.75 (1 - alpha = 0.25), g = 2: s = 0.25 * 4 = 1; eps 1 outside the root: 2 / (1 + 1) = 1,
+  // p = 1 - 0.5 * 1 = 0.5 (under the root it would be 2 / sqrt(2))
+  RuleRun e = fresh(256);
+  step(BnbRule::Rmsprop, e, std::vector<float>(256, 2.0f), 0.5, 0.75, 0.0, 1.0);
+  CHECK(bits(e.m.scale[0]) == bits(1.0f));
+  CHECK(bits(e.param[0]) == bits(0.5f));
+  // step 2: s = fma(q[255] * 1, 0.75, 0.25 * 4) = 1.75
+  step(BnbRule::Rmsprop, e, std::vector<float>(256, 2.0f), 0.5, 0.75, 0.0, 1.0);
+  CHECK(bits(e.m.scale[0]) == bits(1.75f));
+}
+
+TEST_CASE("bnb RMSprop CUDA: the L2 term enters the state, the parameter divides the plain gradient") {
+  // p = 2, g = 1, wd 0.5, alpha 0.75, eps 0: g' = 1 + 2 * 0.5 = 2, s = 0.25 * 4 = 1; the kernel's
+  // p = 2 - 0.25 * (1 / 1) = 1.75, where the CPU (g' in the numerator too) has 2 - 0.25 * 2 = 1.5
+  RuleRun r = fresh(256);
+  r.param.assign(256, 2.0f);
+  step(BnbRule::Rmsprop, r, std::vector<float>(256, 1.0f), 0.25, 0.75, 0.5, 0.0);
+  CHECK(bits(r.m.scale[0]) == bits(1.0f));
+  CHECK(bits(r.param[0]) == bits(1.75f));
+}
+
+TEST_CASE("bnb RMSprop CUDA: no NaN/Inf reset; the non-negative state takes the sign fix") {
+  std::vector<float> grad(256, 0.0f);
+  grad[0] = 2.0f;
+  grad[1] = NAN;
+  grad[2] = INFINITY;
+  RuleRun r = fresh(256);
+  step(BnbRule::Rmsprop, r, grad, 0.5, 0.75, 0.0, 1.0);
+  // the Inf's state is +Inf (the absmax); its parameter 1 - 0.5 * (Inf / (Inf + 1)) is NaN, as the
+  // NaN's; NaN states search to code 0 and wrap to 255, +Inf / +Inf = NaN too, then +1: code 1
+  CHECK(bits(r.m.scale[0]) == bits(INFINITY));
+  CHECK(bits(r.param[1]) == f32_bits(0x7FFFFFFFu));
+  CHECK(bits(r.param[2]) == f32_bits(0x7FFFFFFFu));
+  CHECK(code(r.m.codes[1], r.m.qmap) == code(255, r.m.qmap));
+  CHECK(code(r.m.codes[2], r.m.qmap) == code(1, r.m.qmap));
+  // s = 1 for g = 2: 1 / Inf = 0 searches to the map's 0 (+0: no fix); the zero gradients' +0 states too
+  CHECK(value(r.m.qmap[r.m.codes[0]]) == value(0.0f));
+  CHECK(bits(r.param[0]) == bits(0.5f));  // 1 - 0.5 * 2 / (1 + 1)
+  CHECK(bits(r.param[3]) == bits(1.0f));  // 1 - 0.5 * 0 / (0 + 1)
 }

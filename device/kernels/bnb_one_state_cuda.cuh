@@ -1,6 +1,6 @@
 #pragma once
 // The arithmetic of our CUDA kernel of bitsandbytes' 8-bit block-wise one-state rules (bnb.lion8bit.cuda,
-// bnb.momentum8bit.cuda), one definition for the device (bnb_one_state_plugin.cu) and the host twin
+// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda), one definition for the device (bnb_one_state_plugin.cu) and the host twin
 // (bnb_one_state_host_twin.cpp): the reference's IEEE model of bitsandbytes' one-state kernel
 // (reference/optimizer/optimizer_bnb_rules_cuda.cpp; docs/formats/bnb-lion8bit.md and the rules'
 // pages), operation for operation, through ieee_ops.cuh's round-to-nearest operations. Every NaN a
@@ -15,15 +15,15 @@ constexpr uint32_t kGpuNan = 0x7FFFFFFFu;  // the GPU's canonical NaN
 constexpr uint32_t kNegFltMaxBits = 0xFF7FFFFFu;  // -FLT_MAX, where the block's absmax starts
 
 // The kernel's OPTIMIZER template argument, as far as our kernels model it.
-enum class Rule : int { Lion, Momentum };
+enum class Rule : int { Lion, Momentum, Rmsprop };
 
 struct Scalars {
-  float b1, w1, b2, w2, lr, wd, decay;
+  float b1, w1, b2, w2, lr, wd, eps, decay;
 };
 
 // The float32 scalars from the params (each a double rounded once, as c_float does): 1 - beta in
 // float32, Lion's decay factor 1 - lr * wd contracted.
-LOWBIT_HOST_DEVICE inline Scalars scalars(double lr, double beta1, double beta2, double weight_decay) {
+LOWBIT_HOST_DEVICE inline Scalars scalars(double lr, double beta1, double beta2, double weight_decay, double eps) {
   Scalars s;
   s.b1 = static_cast<float>(beta1);
   s.b2 = static_cast<float>(beta2);
@@ -31,6 +31,7 @@ LOWBIT_HOST_DEVICE inline Scalars scalars(double lr, double beta1, double beta2,
   s.w2 = add_rn(1.0f, -s.b2);
   s.lr = static_cast<float>(lr);
   s.wd = static_cast<float>(weight_decay);
+  s.eps = static_cast<float>(eps);
   s.decay = fma_rn(-s.lr, s.wd, 1.0f);
   return s;
 }
@@ -70,10 +71,26 @@ LOWBIT_HOST_DEVICE inline Slot momentum_slot(float p, float g, float s0, int64_t
   return {fma_rn(-s.lr, state, p), state};
 }
 
+// RMSprop's slot: the L2 term only when wd > 0, and only in the state; the parameter divides the
+// gradient as loaded. Built with LOWBIT_KERNELS_MUTANT_RMSPROP_EPS_INSIDE it is a mutant: eps under the
+// root, sqrt(s + eps), where the kernel adds it to sqrt(s).
+LOWBIT_HOST_DEVICE inline Slot rmsprop_slot(float p, float g, float s0, const Scalars& s) {
+  const float gd = s.wd > 0.0f ? fma_rn(p, s.wd, g) : g;
+  const float state = fma_rn(s0, s.b1, mul_rn(s.w1, mul_rn(gd, gd)));
+#ifdef LOWBIT_KERNELS_MUTANT_RMSPROP_EPS_INSIDE
+  const float denom = sqrt_rn(add_rn(state, s.eps));
+#else
+  const float denom = add_rn(sqrt_rn(state), s.eps);
+#endif
+  return {fma_rn(-s.lr, div_rn(g, denom), p), state};
+}
+
 // One slot: p the parameter (0 past the end), g the gradient (0 past the end), s0 the dequantized
 // state, step the optimizer's step (momentum reads it).
 LOWBIT_HOST_DEVICE inline Slot slot(Rule rule, float p, float g, float s0, int64_t step, const Scalars& s) {
-  const Slot out = rule == Rule::Lion ? lion_slot(p, g, s0, s) : momentum_slot(p, g, s0, step, s);
+  const Slot out = rule == Rule::Lion       ? lion_slot(p, g, s0, s)
+                   : rule == Rule::Momentum ? momentum_slot(p, g, s0, step, s)
+                                            : rmsprop_slot(p, g, s0, s);
   return {gpu_nan(out.param), gpu_nan(out.state)};
 }
 

@@ -29,15 +29,17 @@ using StepFn = int32_t (*)(const StepArgs&, char* error, uint64_t capacity);
 // (null: 0.0), as the registry names them.
 struct RuleNames {
   const char *format, *state, *beta1, *beta2;
+  bool eps;  // the rule reads eps
 };
 inline RuleNames names_of(Rule rule) {
   switch (rule) {
-    case Rule::Lion: return {"bnb.lion8bit.cuda", "exp_avg", "beta1", "beta2"};
-    case Rule::Momentum: return {"bnb.momentum8bit.cuda", "momentum_buffer", "momentum", nullptr};
+    case Rule::Lion: return {"bnb.lion8bit.cuda", "exp_avg", "beta1", "beta2", false};
+    case Rule::Momentum: return {"bnb.momentum8bit.cuda", "momentum_buffer", "momentum", nullptr, false};
+    case Rule::Rmsprop: return {"bnb.rmsprop8bit.cuda", "square_avg", "alpha", nullptr, true};
   }
-  return {"", "", nullptr, nullptr};
+  return {"", "", nullptr, nullptr, false};
 }
-constexpr int kRules = 2;
+constexpr int kRules = 3;
 
 inline int32_t run_rule(Rule rule, StepFn step_fn, const lowbit_tensor* in, int32_t n_in, const char* params,
                         lowbit_tensor* out, int32_t n_out, char* error, uint64_t capacity) {
@@ -69,20 +71,22 @@ inline int32_t run_rule(Rule rule, StepFn step_fn, const lowbit_tensor* in, int3
              name[5], name[5], name[5]);
     return glue::fail(error, capacity, what, params);
   }
-  double lr, beta1 = 0.0, beta2 = 0.0, wd;
+  double lr, beta1 = 0.0, beta2 = 0.0, wd, eps = 0.0;
   if (!glue::number_param(params, "lr", &lr) || !glue::number_param(params, "weight_decay", &wd) ||
       (names.beta1 && !glue::number_param(params, names.beta1, &beta1)) ||
-      (names.beta2 && !glue::number_param(params, names.beta2, &beta2))) {
+      (names.beta2 && !glue::number_param(params, names.beta2, &beta2)) ||
+      (names.eps && !glue::number_param(params, "eps", &eps))) {
     char what[256];
-    snprintf(what, sizeof what, "needs the numbers lr, weight_decay%s%s%s%s", names.beta1 ? ", " : "",
-             names.beta1 ? names.beta1 : "", names.beta2 ? ", " : "", names.beta2 ? names.beta2 : "");
+    snprintf(what, sizeof what, "needs the numbers lr, weight_decay%s%s%s%s%s", names.beta1 ? ", " : "",
+             names.beta1 ? names.beta1 : "", names.beta2 ? ", " : "", names.beta2 ? names.beta2 : "",
+             names.eps ? ", eps" : "");
     return glue::fail(error, capacity, what, params);
   }
   const StepArgs a{rule, static_cast<const float*>(param->data), static_cast<const float*>(grad->data),
                    static_cast<const int64_t*>(step->data), static_cast<const uint8_t*>(codes->data),
                    static_cast<const float*>(scale->data), static_cast<const float*>(qmap->data), n,
                    static_cast<float*>(param_next->data), static_cast<uint8_t*>(codes_next->data),
-                   static_cast<float*>(scale_next->data), scalars(lr, beta1, beta2, wd)};
+                   static_cast<float*>(scale_next->data), scalars(lr, beta1, beta2, wd, eps)};
   return n == 0 ? 0 : step_fn(a, error, capacity);
 }
 
@@ -97,7 +101,8 @@ template <StepFn Step>
 const lowbit_plugin* plugin_of(const char* const (&kernel_names)[kRules], int32_t memory) {
   static const lowbit_kernel kernels[kRules] = {
       {kernel_names[0], names_of(Rule::Lion).format, memory, run<Step, Rule::Lion>},
-      {kernel_names[1], names_of(Rule::Momentum).format, memory, run<Step, Rule::Momentum>}};
+      {kernel_names[1], names_of(Rule::Momentum).format, memory, run<Step, Rule::Momentum>},
+      {kernel_names[2], names_of(Rule::Rmsprop).format, memory, run<Step, Rule::Rmsprop>}};
   static const lowbit_plugin plugin = {LOWBIT_PLUGIN_ABI_VERSION, kRules, kernels};
   return &plugin;
 }

@@ -279,6 +279,13 @@ std::vector<RuleSpec> rule_cuda_specs() {
        "p = fma(-lr, buf, p), no NaN/Inf reset (NaN states canonical), absmax over all 256 slots (tail padding "
        "included), sign fix with the 255 wrap",
        "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (MOMENTUM, float32, block 256)"},
+      {optimizer::BnbRule::Rmsprop, "bnb.rmsprop8bit.cuda",
+       "one bitsandbytes 8-bit block-wise RMSprop step (RMSprop8bit, PagedRMSprop8bit) as its one-state CUDA kernel "
+       "computes it, with IEEE arithmetic for the fast-math intrinsics: L2 decay fma(p, wd, g) only when wd > 0 and "
+       "only in the state, fma(s, alpha, (1 - alpha) g'^2) with 1 - alpha in float32, p = fma(-lr, g / (sqrt(s) + "
+       "eps), p) dividing the plain gradient, no NaN/Inf reset (NaN states canonical), absmax over all 256 slots "
+       "(tail padding included), the signed map's sign fix with the 255 wrap",
+       "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (RMSPROP, float32, block 256)"},
   };
   std::vector<RuleSpec> out;
   for (const CudaText& c : texts)
