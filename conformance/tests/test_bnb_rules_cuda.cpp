@@ -1,9 +1,9 @@
-// bitsandbytes' one-state CUDA kernel for Lion, SGD with momentum and RMSprop (bnb.lion8bit.cuda,
-// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda: IEEE models): the behaviours its source shows
-// (bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise at 95f9af30, as the formats'
-// pages under docs/formats/ state them) that set each apart from its CPU format and from Adam's CUDA
-// kernel. No GPU here: the expected values are worked out from the source by hand, never taken from
-// running the reference.
+// bitsandbytes' one-state CUDA kernel for Lion, SGD with momentum, RMSprop and Adagrad
+// (bnb.lion8bit.cuda, bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda, bnb.adagrad8bit.cuda: IEEE models):
+// the behaviours its source shows (bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise
+// at 95f9af30, as the formats' pages under docs/formats/ state them) that set each apart from its CPU
+// format and from Adam's CUDA kernel. No GPU here: the expected values are worked out from the source by
+// hand, never taken from running the reference.
 #include <doctest/doctest.h>
 
 #include <cfloat>
@@ -201,32 +201,60 @@ TEST_CASE("bnb RMSprop CUDA: 1 - alpha in float32, eps added to sqrt(s)") {
   CHECK(bits(e.m.scale[0]) == bits(1.75f));
 }
 
-TEST_CASE("bnb RMSprop CUDA: the L2 term enters the state, the parameter divides the plain gradient") {
-  // p = 2, g = 1, wd 0.5, alpha 0.75, eps 0: g' = 1 + 2 * 0.5 = 2, s = 0.25 * 4 = 1; the kernel's
-  // p = 2 - 0.25 * (1 / 1) = 1.75, where the CPU (g' in the numerator too) has 2 - 0.25 * 2 = 1.5
+// ---- Adagrad --------------------------------------------------------------------------------------
+
+TEST_CASE("bnb Adagrad CUDA: the sum of squares, eps added to sqrt(s)") {
   RuleRun r = fresh(256);
-  r.param.assign(256, 2.0f);
-  step(BnbRule::Rmsprop, r, std::vector<float>(256, 1.0f), 0.25, 0.75, 0.5, 0.0);
-  CHECK(bits(r.m.scale[0]) == bits(1.0f));
-  CHECK(bits(r.param[0]) == bits(1.75f));
+  step(BnbRule::Adagrad, r, std::vector<float>(256, 2.0f), 0.5, 0.0, 0.0, 2.0);
+  // a fresh state is -0: s = 2 * 2 + -0 = 4, the absmax; p = 1 - 0.5 * 2 / (sqrt(4) + 2) = 0.75 (eps
+  // under the root it would be 2 / sqrt(6))
+  CHECK(bits(r.m.scale[0]) == bits(4.0f));
+  CHECK(code(r.m.codes[0], r.m.qmap) == code(255, r.m.qmap));
+  CHECK(bits(r.param[0]) == bits(0.75f));
+  // step 2: s = 2 * 2 + q[255] * 4 = 8
+  step(BnbRule::Adagrad, r, std::vector<float>(256, 2.0f), 0.5, 0.0, 0.0, 2.0);
+  CHECK(bits(r.m.scale[0]) == bits(8.0f));
 }
 
-TEST_CASE("bnb RMSprop CUDA: no NaN/Inf reset; the non-negative state takes the sign fix") {
-  std::vector<float> grad(256, 0.0f);
-  grad[0] = 2.0f;
-  grad[1] = NAN;
-  grad[2] = INFINITY;
-  RuleRun r = fresh(256);
-  step(BnbRule::Rmsprop, r, grad, 0.5, 0.75, 0.0, 1.0);
-  // the Inf's state is +Inf (the absmax); its parameter 1 - 0.5 * (Inf / (Inf + 1)) is NaN, as the
-  // NaN's; NaN states search to code 0 and wrap to 255, +Inf / +Inf = NaN too, then +1: code 1
-  CHECK(bits(r.m.scale[0]) == bits(INFINITY));
-  CHECK(bits(r.param[1]) == f32_bits(0x7FFFFFFFu));
-  CHECK(bits(r.param[2]) == f32_bits(0x7FFFFFFFu));
-  CHECK(code(r.m.codes[1], r.m.qmap) == code(255, r.m.qmap));
-  CHECK(code(r.m.codes[2], r.m.qmap) == code(1, r.m.qmap));
-  // s = 1 for g = 2: 1 / Inf = 0 searches to the map's 0 (+0: no fix); the zero gradients' +0 states too
-  CHECK(value(r.m.qmap[r.m.codes[0]]) == value(0.0f));
-  CHECK(bits(r.param[0]) == bits(0.5f));  // 1 - 0.5 * 2 / (1 + 1)
-  CHECK(bits(r.param[3]) == bits(1.0f));  // 1 - 0.5 * 0 / (0 + 1)
+// ---- RMSprop and Adagrad ---------------------------------------------------------------------------
+
+TEST_CASE("bnb RMSprop and Adagrad CUDA: the L2 term enters the state, the parameter divides the plain gradient") {
+  // p = 2, g = 1, wd 0.5, eps 0, lr 0.25: g' = 1 + 2 * 0.5 = 2. RMSprop (alpha 0.75): s = 0.25 * 4 = 1,
+  // p = 2 - 0.25 * (1 / 1) = 1.75 where the CPU (g' in the numerator too) has 2 - 0.25 * 2 = 1.5.
+  // Adagrad: s = 4, p = 2 - 0.25 * (1 / 2) = 1.875 where the CPU has 2 - 0.25 * (2 / 2) = 1.75.
+  for (BnbRule rule : {BnbRule::Rmsprop, BnbRule::Adagrad}) {
+    CAPTURE(static_cast<int>(rule));
+    RuleRun r = fresh(256);
+    r.param.assign(256, 2.0f);
+    step(rule, r, std::vector<float>(256, 1.0f), 0.25, 0.75, 0.5, 0.0);
+    const bool rmsprop = rule == BnbRule::Rmsprop;
+    CHECK(bits(r.m.scale[0]) == bits(rmsprop ? 1.0f : 4.0f));
+    CHECK(bits(r.param[0]) == bits(rmsprop ? 1.75f : 1.875f));
+  }
+}
+
+TEST_CASE("bnb RMSprop and Adagrad CUDA: no NaN/Inf reset; the non-negative state takes the sign fix") {
+  for (BnbRule rule : {BnbRule::Rmsprop, BnbRule::Adagrad}) {
+    CAPTURE(static_cast<int>(rule));
+    std::vector<float> grad(300, 0.0f);
+    grad[0] = 2.0f;
+    grad[1] = NAN;
+    grad[2] = -INFINITY;
+    grad[256] = 2.0f;
+    RuleRun r = fresh(300);
+    step(rule, r, grad, 0.5, 0.75, 0.0, 1.0);
+    // (-Inf)^2 = +Inf enters the state (alpha 0.75: 0.25 * Inf), the block's absmax; the parameter
+    // 1 - 0.5 * (-Inf / (Inf + 1)) is NaN, as the NaN gradient's (0x7FFFFFFF); NaN states search to code
+    // 0 and wrap to 255, +Inf / +Inf = NaN too, then +1: code 1
+    CHECK(bits(r.m.scale[0]) == bits(INFINITY));
+    CHECK(bits(r.param[1]) == f32_bits(0x7FFFFFFFu));
+    CHECK(bits(r.param[2]) == f32_bits(0x7FFFFFFFu));
+    CHECK(code(r.m.codes[1], r.m.qmap) == code(255, r.m.qmap));
+    CHECK(code(r.m.codes[2], r.m.qmap) == code(1, r.m.qmap));
+    // a finite state over the absmax +Inf is 0, the map's +0 (no fix); a zero gradient leaves p
+    CHECK(value(r.m.qmap[r.m.codes[0]]) == value(0.0f));
+    CHECK(bits(r.param[3]) == bits(1.0f));  // 1 - 0.5 * 0 / (0 + 1)
+    // the second block is finite: g = 2 gives s = 0.25 * 4 = 1 (RMSprop) or 4 (Adagrad), its absmax
+    CHECK(bits(r.m.scale[1]) == bits(rule == BnbRule::Rmsprop ? 1.0f : 4.0f));
+  }
 }

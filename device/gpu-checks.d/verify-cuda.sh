@@ -4,7 +4,8 @@
 # (cuda_blockwise_plugin.so: torchao codebook 8/4-bit, torchao FP8, bitsandbytes block-wise with the CPU
 # back end's table) and their mutant (torchao's search with ties down); the COAT optimizer kernels
 # (cuda_coat_plugin.so: coat.optim.origin.e4m3 and coat.optim.expand.e4m3); bitsandbytes' one-state
-# rules (cuda_bnb_one_state_plugin.so: bnb.lion8bit.cuda, bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda).
+# rules (cuda_bnb_one_state_plugin.so: bnb.lion8bit.cuda, bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda,
+# bnb.adagrad8bit.cuda).
 # Each kernel must be conformant
 # (exit 0) and each mutant caught (exit 1); anything else (exit 2: no device, no runner, a plugin that
 # does not load) is a failure.
@@ -60,7 +61,7 @@ done
 # bitsandbytes' one-state rules as its one-state CUDA kernel computes them (device/kernels/
 # bnb_one_state_plugin.cu): 3 steps of each default input, then partial last blocks with special values
 # (no NaN/Inf reset in this kernel) and 2^18 elements
-for format in bnb.lion8bit.cuda bnb.momentum8bit.cuda bnb.rmsprop8bit.cuda; do
+for format in bnb.lion8bit.cuda bnb.momentum8bit.cuda bnb.rmsprop8bit.cuda bnb.adagrad8bit.cuda; do
   check 0 cuda_bnb_one_state_plugin "cuda.$format"
   check 0 cuda_bnb_one_state_plugin "cuda.$format" tails --input normal:n=1000,seed=7,std=0.5 --input special:n=300 --no-golden
   check 0 cuda_bnb_one_state_plugin "cuda.$format" large --input normal:n=262144,seed=8,std=0.5 --steps 2 --no-golden

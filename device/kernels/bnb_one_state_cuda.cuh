@@ -1,6 +1,6 @@
 #pragma once
 // The arithmetic of our CUDA kernel of bitsandbytes' 8-bit block-wise one-state rules (bnb.lion8bit.cuda,
-// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda), one definition for the device (bnb_one_state_plugin.cu) and the host twin
+// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda, bnb.adagrad8bit.cuda), one definition for the device (bnb_one_state_plugin.cu) and the host twin
 // (bnb_one_state_host_twin.cpp): the reference's IEEE model of bitsandbytes' one-state kernel
 // (reference/optimizer/optimizer_bnb_rules_cuda.cpp; docs/formats/bnb-lion8bit.md and the rules'
 // pages), operation for operation, through ieee_ops.cuh's round-to-nearest operations. Every NaN a
@@ -15,7 +15,7 @@ constexpr uint32_t kGpuNan = 0x7FFFFFFFu;  // the GPU's canonical NaN
 constexpr uint32_t kNegFltMaxBits = 0xFF7FFFFFu;  // -FLT_MAX, where the block's absmax starts
 
 // The kernel's OPTIMIZER template argument, as far as our kernels model it.
-enum class Rule : int { Lion, Momentum, Rmsprop };
+enum class Rule : int { Lion, Momentum, Rmsprop, Adagrad };
 
 struct Scalars {
   float b1, w1, b2, w2, lr, wd, eps, decay;
@@ -71,18 +71,24 @@ LOWBIT_HOST_DEVICE inline Slot momentum_slot(float p, float g, float s0, int64_t
   return {fma_rn(-s.lr, state, p), state};
 }
 
-// RMSprop's slot: the L2 term only when wd > 0, and only in the state; the parameter divides the
-// gradient as loaded. Built with LOWBIT_KERNELS_MUTANT_RMSPROP_EPS_INSIDE it is a mutant: eps under the
-// root, sqrt(s + eps), where the kernel adds it to sqrt(s).
-LOWBIT_HOST_DEVICE inline Slot rmsprop_slot(float p, float g, float s0, const Scalars& s) {
+// RMSprop's and Adagrad's slot: the L2 term only when wd > 0, and only in the state (RMSprop's EMA of
+// g'^2, Adagrad's sum); the parameter divides the gradient as loaded by sqrt(s) + eps. Built with
+// LOWBIT_KERNELS_MUTANT_RMSPROP_EPS_INSIDE it is a mutant: eps under the root, sqrt(s + eps); with
+// LOWBIT_KERNELS_MUTANT_ADAGRAD_DECAYED_NUMERATOR Adagrad divides g' (the CPU back end's rule).
+LOWBIT_HOST_DEVICE inline Slot root_slot(Rule rule, float p, float g, float s0, const Scalars& s) {
   const float gd = s.wd > 0.0f ? fma_rn(p, s.wd, g) : g;
-  const float state = fma_rn(s0, s.b1, mul_rn(s.w1, mul_rn(gd, gd)));
+  const float state = rule == Rule::Rmsprop ? fma_rn(s0, s.b1, mul_rn(s.w1, mul_rn(gd, gd))) : fma_rn(gd, gd, s0);
 #ifdef LOWBIT_KERNELS_MUTANT_RMSPROP_EPS_INSIDE
   const float denom = sqrt_rn(add_rn(state, s.eps));
 #else
   const float denom = add_rn(sqrt_rn(state), s.eps);
 #endif
-  return {fma_rn(-s.lr, div_rn(g, denom), p), state};
+#ifdef LOWBIT_KERNELS_MUTANT_ADAGRAD_DECAYED_NUMERATOR
+  const float numerator = rule == Rule::Adagrad ? gd : g;
+#else
+  const float numerator = g;
+#endif
+  return {fma_rn(-s.lr, div_rn(numerator, denom), p), state};
 }
 
 // One slot: p the parameter (0 past the end), g the gradient (0 past the end), s0 the dequantized
@@ -90,7 +96,7 @@ LOWBIT_HOST_DEVICE inline Slot rmsprop_slot(float p, float g, float s0, const Sc
 LOWBIT_HOST_DEVICE inline Slot slot(Rule rule, float p, float g, float s0, int64_t step, const Scalars& s) {
   const Slot out = rule == Rule::Lion       ? lion_slot(p, g, s0, s)
                    : rule == Rule::Momentum ? momentum_slot(p, g, s0, step, s)
-                                            : rmsprop_slot(p, g, s0, s);
+                                            : root_slot(rule, p, g, s0, s);
   return {gpu_nan(out.param), gpu_nan(out.state)};
 }
 

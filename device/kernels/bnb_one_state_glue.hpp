@@ -36,10 +36,11 @@ inline RuleNames names_of(Rule rule) {
     case Rule::Lion: return {"bnb.lion8bit.cuda", "exp_avg", "beta1", "beta2", false};
     case Rule::Momentum: return {"bnb.momentum8bit.cuda", "momentum_buffer", "momentum", nullptr, false};
     case Rule::Rmsprop: return {"bnb.rmsprop8bit.cuda", "square_avg", "alpha", nullptr, true};
+    case Rule::Adagrad: return {"bnb.adagrad8bit.cuda", "sum", nullptr, nullptr, true};
   }
   return {"", "", nullptr, nullptr, false};
 }
-constexpr int kRules = 3;
+constexpr int kRules = 4;
 
 inline int32_t run_rule(Rule rule, StepFn step_fn, const lowbit_tensor* in, int32_t n_in, const char* params,
                         lowbit_tensor* out, int32_t n_out, char* error, uint64_t capacity) {
@@ -102,7 +103,8 @@ const lowbit_plugin* plugin_of(const char* const (&kernel_names)[kRules], int32_
   static const lowbit_kernel kernels[kRules] = {
       {kernel_names[0], names_of(Rule::Lion).format, memory, run<Step, Rule::Lion>},
       {kernel_names[1], names_of(Rule::Momentum).format, memory, run<Step, Rule::Momentum>},
-      {kernel_names[2], names_of(Rule::Rmsprop).format, memory, run<Step, Rule::Rmsprop>}};
+      {kernel_names[2], names_of(Rule::Rmsprop).format, memory, run<Step, Rule::Rmsprop>},
+      {kernel_names[3], names_of(Rule::Adagrad).format, memory, run<Step, Rule::Adagrad>}};
   static const lowbit_plugin plugin = {LOWBIT_PLUGIN_ABI_VERSION, kRules, kernels};
   return &plugin;
 }

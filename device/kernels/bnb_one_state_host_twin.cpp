@@ -34,6 +34,6 @@ int32_t step_on_host(const StepArgs& a, char*, uint64_t) {
 
 extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_v1(void) {
   static const char* const names[] = {"host-twin.bnb.lion8bit.cuda", "host-twin.bnb.momentum8bit.cuda",
-                                      "host-twin.bnb.rmsprop8bit.cuda"};
+                                      "host-twin.bnb.rmsprop8bit.cuda", "host-twin.bnb.adagrad8bit.cuda"};
   return lowbit_kernels::bnb_one_state::plugin_of<step_on_host>(names, LOWBIT_MEMORY_HOST);
 }

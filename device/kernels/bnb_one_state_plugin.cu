@@ -1,5 +1,5 @@
 // Our CUDA kernels of bitsandbytes' 8-bit block-wise one-state rules (bnb.lion8bit.cuda,
-// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda), over the plugin ABI (LOWBIT_MEMORY_CUDA), bit for bit the reference's IEEE
+// bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda, bnb.adagrad8bit.cuda), over the plugin ABI (LOWBIT_MEMORY_CUDA), bit for bit the reference's IEEE
 // model of bitsandbytes' one-state kernel. The per-slot arithmetic is in bnb_one_state_cuda.cuh,
 // shared with the host twin (bnb_one_state_host_twin.cpp) that
 // lowbit verify checks on every machine; this file adds bitsandbytes' parallel structure (csrc/ops.cu:
@@ -52,6 +52,6 @@ int32_t step_on_device(const StepArgs& a, char* error, uint64_t capacity) {
 
 extern "C" LOWBIT_PLUGIN_EXPORT const lowbit_plugin* lowbit_plugin_v1(void) {
   static const char* const names[] = {"cuda.bnb.lion8bit.cuda", "cuda.bnb.momentum8bit.cuda",
-                                      "cuda.bnb.rmsprop8bit.cuda"};
+                                      "cuda.bnb.rmsprop8bit.cuda", "cuda.bnb.adagrad8bit.cuda"};
   return lowbit_kernels::bnb_one_state::plugin_of<step_on_device>(names, LOWBIT_MEMORY_CUDA);
 }

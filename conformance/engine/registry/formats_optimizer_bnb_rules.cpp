@@ -286,6 +286,13 @@ std::vector<RuleSpec> rule_cuda_specs() {
        "eps), p) dividing the plain gradient, no NaN/Inf reset (NaN states canonical), absmax over all 256 slots "
        "(tail padding included), the signed map's sign fix with the 255 wrap",
        "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (RMSPROP, float32, block 256)"},
+      {optimizer::BnbRule::Adagrad, "bnb.adagrad8bit.cuda",
+       "one bitsandbytes 8-bit block-wise Adagrad step (Adagrad8bit, PagedAdagrad8bit) as its one-state CUDA kernel "
+       "computes it, with IEEE arithmetic for the fast-math intrinsics: L2 decay fma(p, wd, g) only when wd > 0 and "
+       "only in the state, s = fma(g', g', s), p = fma(-lr, g / (sqrt(s) + eps), p) dividing the plain gradient, "
+       "no NaN/Inf reset (NaN states canonical), absmax over all 256 slots (tail padding included), the signed "
+       "map's sign fix with the 255 wrap",
+       "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise (ADAGRAD, float32, block 256)"},
   };
   std::vector<RuleSpec> out;
   for (const CudaText& c : texts)
