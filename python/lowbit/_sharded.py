@@ -15,6 +15,7 @@ reader) joins the pieces. Nothing depends on the order the chunks arrive in: the
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 
@@ -78,11 +79,21 @@ def runs(global_shape, offsets, shape):
     return [(int(s), length, i * length) for i, s in enumerate(starts)]
 
 
-def parts(chunk: Chunk):
+def _reader(values):
+    """read(a, b): the chunk's values a..b in its C order, from an array or from a lazily dequantized
+    state (lowbit/_values.py: a window of whole blocks at a time)."""
+    if hasattr(values, "read"):
+        return values.read
+    flat = np.ascontiguousarray(values, dtype="<f4").reshape(-1)
+    return lambda a, b: flat[a:b]
+
+
+def parts(chunk: Chunk, values_hash=None):
     """What a chunk contributes to its state's segments: {segment: sha256} for the segments wholly inside
-    it, and [(global start, float32 bytes)] for its pieces of the others."""
+    it, and [(global start, float32 bytes)] for its pieces of the others. The values are read once, in
+    the chunk's order (its runs and their segments in order), and fed to values_hash (a hashlib object)."""
     n = _numel(chunk.global_shape)
-    values = np.ascontiguousarray(chunk.values, dtype="<f4").reshape(-1)
+    read = _reader(chunk.values)
     full, pieces = {}, []
     for start, length, local in runs(chunk.global_shape, chunk.offsets, chunk.shape):
         end = start + length
@@ -90,7 +101,9 @@ def parts(chunk: Chunk):
         while s * SEGMENT < end:
             seg_start, seg_end = s * SEGMENT, min((s + 1) * SEGMENT, n)
             lo, hi = max(seg_start, start), min(seg_end, end)
-            piece = values[local + lo - start:local + hi - start]
+            piece = read(local + lo - start, local + hi - start)
+            if values_hash is not None:
+                values_hash.update(piece)
             if lo == seg_start and hi == seg_end:
                 full[s] = sha(piece.view(np.uint8))
             else:
@@ -101,11 +114,11 @@ def parts(chunk: Chunk):
 
 def contribution(chunk: Chunk) -> dict:
     """A chunk as it travels between ranks (picklable, no arrays of the whole chunk)."""
-    full, pieces = parts(chunk)
-    values = np.ascontiguousarray(chunk.values, dtype="<f4").reshape(-1)
+    values = hashlib.sha256()  # the values' sha256, as sha() gives it of their bytes at once
+    full, pieces = parts(chunk, values)
     return {"key": chunk.key, "global_shape": list(chunk.global_shape), "offsets": list(chunk.offsets),
             "shape": list(chunk.shape), "kind": chunk.kind, "params": chunk.params, "tensors": chunk.tensors,
-            "values": sha(values.view(np.uint8)), "full": full, "pieces": pieces}
+            "values": values.hexdigest(), "full": full, "pieces": pieces}
 
 
 def _box(c):

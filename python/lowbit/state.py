@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _args, _arrays, _core, _dcp, _files, _sharded
+from . import _args, _arrays, _core, _dcp, _files, _sharded, _values
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
@@ -593,12 +593,13 @@ def _tensor_lines(s: QuantizedState) -> dict:
     return out
 
 
-def _chunk(s: QuantizedState, layout: bool) -> _sharded.Chunk:
-    from . import dequantize
-
+def _chunk(s: QuantizedState, layout: bool, lazy: bool = False) -> _sharded.Chunk:
+    """The state as a chunk of its global state (layout) or as a whole; its values dequantized (a window
+    of whole blocks at a time, _values.py), or with lazy=True to be dequantized as they are read."""
     g, o = (s.global_shape, s.offsets) if layout else (s.shape, (0,) * len(s.shape))
+    values = _values.Values(s.case, _sharded._numel(s.shape))
     return _sharded.Chunk(s.key, tuple(g), tuple(o), tuple(s.shape), s.format, s.case.params, _tensor_lines(s),
-                          np.asarray(dequantize(s.case), dtype=np.float32))
+                          values if lazy else values.whole())
 
 
 def _plain_chunks(plain, keys) -> list:
@@ -676,7 +677,7 @@ def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> 
     for part, nested in _dcp_parts(path, weights_only, whole=False, progress=progress):
         found, plain = _walk_part(nested, path, bnb_block_size)
         for s in found:
-            out.append(_sharded.contribution(_chunk(s, True)))
+            out.append(_sharded.contribution(_chunk(s, True, lazy=True)))
             quantized.add(s.key)
         if any(shape is not None for _, _, shape, _ in plain):
             plain_parts.add(part)
@@ -716,7 +717,7 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
         if not found:
             raise ValueError(_NONE_FOUND)
         scope = "whole" if all(s.shape == s.global_shape for s in found) else "local shard"
-        return _signature([_sharded.contribution(_chunk(s, False)) for s in found], scope)
+        return _signature([_sharded.contribution(_chunk(s, False, lazy=True)) for s in found], scope)
     state = {}
 
     def local_keys():
@@ -728,19 +729,19 @@ def state_signature(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_on
         raise ValueError(_NONE_FOUND)
 
     def contributions():
-        chunks = [_chunk(s, True) for s in state["found"]] + _plain_chunks(state["plain"], keys)
+        chunks = [_chunk(s, True, lazy=True) for s in state["found"]] + _plain_chunks(state["plain"], keys)
         return [_sharded.contribution(c) for c in chunks]
 
     everyone = _collective(group, contributions)
     return _signature([c for cs in everyone for c in cs], f"{len(everyone)} ranks")
 
 
-def _folder_value_chunks(path, bnb_block_size, weights_only, only=None, progress=None):
+def _folder_value_chunks(path, bnb_block_size, weights_only, only=None, progress=None, lazy=False):
     """A DCP folder's _sharded.Chunks of dequantized values, one group (a part, or a sharded tensor's
     chunks) at a time: every quantized state's values, and the unquantized chunks of the states other
     chunks hold quantized, each with its place in the state's global shape."""
     for _, states, plain in _folder_groups(path, bnb_block_size, weights_only, only=only, progress=progress):
-        chunks = [_chunk(s, True) for s in states] + (_plain_chunks(plain, {s.key for s in states}) if states else [])
+        chunks = [_chunk(s, True, lazy) for s in states] + (_plain_chunks(plain, {s.key for s in states}) if states else [])
         states = plain = None
         yield chunks
         del chunks  # not held while the next group is read
@@ -791,15 +792,32 @@ def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace
     with _files.atomic_file(out, replace) as fd:
         _files.write_all(fd, header)
         os.ftruncate(fd, len(header) + 4 * sum(_sharded._numel(e) for e in shapes.values()))
-        for chunks in _folder_value_chunks(path, bnb_block_size, weights_only, progress=progress):
+        for chunks in _folder_value_chunks(path, bnb_block_size, weights_only, progress=progress, lazy=True):
             for c in chunks:
                 if shapes.get(c.key) != tuple(c.global_shape):
                     raise CaseError(f"{path}: {c.key} changed while it was read")
-                values = np.ascontiguousarray(c.values, dtype="<f4").reshape(-1)
-                for start, length, local in _sharded.runs(c.global_shape, c.offsets, c.shape):
-                    _files.write_all(fd, values[local:local + length], len(header) + offsets[c.key] + 4 * start)
-            chunks = c = values = None  # not held while the next group is read
+                _write_chunk(fd, len(header) + offsets[c.key], c)
+            chunks = c = None  # not held while the next group is read
     return shapes
+
+
+def _write_chunk(fd, at, c) -> None:
+    """A chunk's values at their place in the case file's tensor that starts at byte `at`: each run of the
+    chunk (a contiguous range of the global tensor) a window of values at a time."""
+    rs = _sharded.runs(c.global_shape, c.offsets, c.shape)
+    windows = c.values.windows() if hasattr(c.values, "windows") else [(0, np.ascontiguousarray(
+        c.values, dtype="<f4").reshape(-1))]
+    i = 0
+    for wstart, w in windows:  # the runs' local ranges and the windows both in the chunk's order
+        wend = wstart + w.size
+        while i < len(rs) and rs[i][2] < wend:
+            start, length, local = rs[i]
+            a, b = max(local, wstart), min(local + length, wend)
+            if a < b:
+                _files.write_all(fd, w[a - wstart:b - wstart], at + 4 * (start + a - local))
+            if local + length > wend:
+                break
+            i += 1
 
 
 def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True, out=None,
@@ -857,8 +875,6 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
 
     A DCP folder is read one state (or one sharded tensor's chunks) at a time; progress(parts read, parts
     to read) after each part, as state_signature's."""
-    from . import dequantize
-
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
     threads = _args.whole("threads", threads, 1, 1024)
@@ -905,7 +921,7 @@ def audit_state(state_dict, formats=None, block_sizes=(32, 64, 128, 256, 512, 10
 
     def state_sources():  # one state's values at a time (a DCP folder is read a state at a time)
         for s in _states_one_by_one(state_dict, bnb_block_size, weights_only, progress):
-            values = np.asarray(dequantize(s.case), dtype=np.float32)
+            values = _values.Values(s.case, _sharded._numel(s.shape)).whole()
             key = f"{s.key}@{list(s.offsets)}" if s.placements == ("DCP chunk",) else s.key  # a chunk the layout cut
             yield (s.key, s.offsets), (key, f"dequantized {s.format} state", values,
                                        (s.format, int(s.case.params["block_size"])))

@@ -43,7 +43,12 @@ def bnb_state_dict():
     return opt.state_dict()
 
 
-def test_torchao_states_map_to_their_formats_and_dequantize_as_torchao_does():
+@pytest.mark.parametrize("window", [None, 512, 768])  # lowbit/_values.py: the whole state, or whole blocks at a time
+def test_torchao_states_map_to_their_formats_and_dequantize_as_torchao_does(window, monkeypatch):
+    from lowbit import _values
+
+    if window:
+        monkeypatch.setattr(_values, "WINDOW", window)
     sd = torchao_states()
     states = {s.key: s for s in lowbit.quantized_states(sd)}
     assert {k: s.format for k, s in states.items()} == {
@@ -54,9 +59,24 @@ def test_torchao_states_map_to_their_formats_and_dequantize_as_torchao_does():
         theirs = sd["state"][int(pid)][name].dequantize().reshape(-1).numpy()
         ours = lowbit.dequantize(s.case)
         assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32)), key
+        by_window = _values.Values(s.case, theirs.size)
+        assert by_window.step == (window // s.case.params["block_size"] * s.case.params["block_size"] if window
+                                  else theirs.size)
+        assert np.array_equal(by_window.whole().view(np.uint32), theirs.view(np.uint32)), key
+        assert np.array_equal(by_window.read(100, 1500).view(np.uint32), theirs[100:1500].view(np.uint32)), key
+    case = lowbit.dequantized_state_case(sd)
+    for key, s in states.items():
+        pid, name = key.split(".")[1:]
+        theirs = sd["state"][int(pid)][name].dequantize().numpy()
+        assert np.array_equal(case[key].view(np.uint32), theirs.view(np.uint32)), key
 
 
-def test_bnb_states_dequantize_as_bitsandbytes_does():
+@pytest.mark.parametrize("window", [None, 512])
+def test_bnb_states_dequantize_as_bitsandbytes_does(window, monkeypatch):
+    from lowbit import _values
+
+    if window:
+        monkeypatch.setattr(_values, "WINDOW", window)
     sd = bnb_state_dict()
     import bitsandbytes.functional as F
 
@@ -68,6 +88,8 @@ def test_bnb_states_dequantize_as_bitsandbytes_does():
                                         blocksize=256).reshape(-1).numpy()
         ours = lowbit.dequantize(states[f"state.0.state{k}"].case)
         assert np.array_equal(ours.view(np.uint32), theirs.view(np.uint32)), k
+        by_window = _values.Values(states[f"state.0.state{k}"].case, theirs.size)  # 5 120: a partial last block
+        assert np.array_equal(by_window.whole().view(np.uint32), theirs.view(np.uint32)), k
 
 
 def save_load(sd, tmp_path):

@@ -88,3 +88,19 @@ def test_the_audit_of_a_folder_tells_its_progress(job):
     with pytest.raises(TypeError, match="progress: a str"):
         lowbit.audit_state(job / "AdamW8bit", progress="yes")
     assert np.isfinite([r["rel_l2"] for r in rows]).all()
+
+
+@pytest.mark.parametrize("name", OPTIMIZERS)
+def test_states_dequantized_a_window_at_a_time_sign_audit_and_write_the_same(job, tmp_path, monkeypatch, name):
+    # windows of 3 x 256 elements, segments of 1 000: segments and pieces cut across windows, blocks and runs
+    from lowbit import _sharded, _values
+
+    monkeypatch.setattr(_sharded, "SEGMENT", 1000)
+    folder = job / name
+    whole_sig, whole_case = lowbit.state_signature(folder), lowbit.case_bytes(lowbit.dequantized_state_case(folder))
+    whole_rows, _ = lowbit.audit_state(folder, formats=["torchao.fp8"], block_sizes=[256])
+    monkeypatch.setattr(_values, "WINDOW", 768)
+    assert lowbit.state_signature(folder) == whole_sig
+    lowbit.dequantized_state_case(folder, out=tmp_path / "windows.safetensors")
+    assert (tmp_path / "windows.safetensors").read_bytes() == whole_case
+    assert lowbit.audit_state(folder, formats=["torchao.fp8"], block_sizes=[256])[0] == whole_rows

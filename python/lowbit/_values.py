@@ -1,0 +1,77 @@
+"""A quantized state's dequantized values a window of whole blocks at a time, so that a reader that
+hashes or writes them (the signature, the streamed state case) never holds them all: the engine's
+dequantizer runs on the window's codes and scales (and the whole table), which gives the same bits as on
+the whole state, since every registered state format dequantizes an element from its code, its
+block's scale and the table alone (docs/formats/). Memory: the state's codes plus one window, where
+the whole state's dequantization holds its float32 values and the engine's copies of its codes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._case import Case
+
+WINDOW = 1 << 22  # elements dequantized at once (16 MB of float32)
+_PER_ELEMENT, _PER_BLOCK, _PER_PAIR, _WHOLE = {"codes"}, {"scale"}, {"codes_packed"}, {"qmap"}
+
+
+class Values:
+    """The dequantized float32 values of a state's case of n elements, by window."""
+
+    def __init__(self, case: Case, n: int):
+        self.case, self.n = case, int(n)
+        block = int(case.params.get("block_size", 0) or 0)
+        step = (WINDOW // block) * block if block else 0
+        sliceable = (block > 0 and step > 0 and step % 2 == 0 and set(case) <= _PER_ELEMENT | _PER_BLOCK | _PER_PAIR |
+                     _WHOLE and "codes" in case and case["codes"].size == self.n and
+                     "scale" in case and case["scale"].size == -(-self.n // block))
+        # a case that is not whole blocks of the layout above is dequantized whole, as before
+        self.block, self.step = block, (step if sliceable and self.n > step else max(self.n, 1))
+        self.window = (None, None)  # (start, values) of the last window
+
+    def _dequantized(self, start: int, end: int) -> np.ndarray:
+        from . import dequantize
+
+        if start == 0 and end == self.n:
+            return np.asarray(dequantize(self.case), dtype=np.float32).reshape(-1)
+        piece = Case(metadata=self.case.metadata, dtypes=self.case.dtypes, origin=self.case.origin)
+        for name, a in self.case.items():
+            flat = a.reshape(-1)
+            piece[name] = (flat if name in _WHOLE else flat[start:end] if name in _PER_ELEMENT else
+                           flat[start // self.block:-(-end // self.block)] if name in _PER_BLOCK else
+                           flat[start // 2:-(-end // 2)])
+        return np.asarray(dequantize(piece), dtype=np.float32).reshape(-1)
+
+    def windows(self):
+        """(start, values) of each window, in order, covering the n elements."""
+        for start in range(0, self.n, self.step):
+            end = min(self.n, start + self.step)
+            if self.window[0] != start:
+                self.window = (None, None)  # the last window is let go before the next is made
+                self.window = (start, self._dequantized(start, end))
+            yield self.window
+
+    def read(self, start: int, end: int) -> np.ndarray:
+        """The values of elements start..end (a view of the current window where they lie inside it)."""
+        out = []
+        at = start
+        while at < end:
+            w = at - at % self.step
+            if self.window[0] != w:
+                self.window = (None, None)
+                self.window = (w, self._dequantized(w, min(self.n, w + self.step)))
+            values = self.window[1]
+            take = min(end, w + values.size) - at
+            out.append(values[at - w:at - w + take])
+            at += take
+        return out[0] if len(out) == 1 else np.concatenate(out) if out else np.zeros(0, np.float32)
+
+    def whole(self) -> np.ndarray:
+        """Every value, filled in window by window (the values and one window in memory)."""
+        if self.step >= self.n:
+            return next(self.windows())[1] if self.n else np.zeros(0, np.float32)
+        out = np.empty(self.n, dtype=np.float32)
+        for start, values in self.windows():
+            out[start:start + values.size] = values
+        self.window = (None, None)
+        return out
