@@ -563,7 +563,7 @@ TEST_CASE("trajectory: every optimizer format from the registry, deterministic, 
   // SGD with momentum by lr |g|, no fixed length, so it is not among them.
   auto first_step = [](const std::string& name) {
     const nlohmann::json& d = format(name).default_params;
-    if (name == "bnb.ademamix8bit.cpu")
+    if (name.starts_with("bnb.ademamix8bit."))
       return 1e-2 * (1.0 + d.at("alpha").get<double>() * (1.0 - d.at("beta3").get<double>()));
     if (name.starts_with("bnb.rmsprop8bit.")) return 1e-2 / std::sqrt(1.0 - d.at("alpha").get<double>());
     return 1e-2;

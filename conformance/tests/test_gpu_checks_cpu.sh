@@ -38,6 +38,7 @@ expect "... with both programs" test -x "$tmp/pack/bin/lowbit" -a -x "$tmp/pack/
 expect "... and the block-wise CUDA plugin and its mutant" test -f "$tmp/pack/plugins/cuda_blockwise_plugin.so" -a -f "$tmp/pack/plugins/cuda_mutant_blockwise_ties_down.so"
 expect "... and the COAT optimizer CUDA plugin" test -f "$tmp/pack/plugins/cuda_coat_plugin.so"
 expect "... and the CUDA plugin of bitsandbytes' one-state rules" test -f "$tmp/pack/plugins/cuda_bnb_one_state_plugin.so"
+expect "... and the bitsandbytes AdEMAMix CUDA plugin" test -f "$tmp/pack/plugins/cuda_bnb_ademamix_plugin.so"
 expect "... and the fmt library they load" test -f "$tmp/pack/lib/libfmt.so.9"
 expect "... and the policies" test -f "$tmp/pack/share/lowbit/policies/bnb-cuda.json"
 expect "... and the golden cases through a link" test -f "$tmp/pack/share/lowbit/golden/MANIFEST.json"

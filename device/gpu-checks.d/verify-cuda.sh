@@ -5,7 +5,7 @@
 # back end's table) and their mutant (torchao's search with ties down); the COAT optimizer kernels
 # (cuda_coat_plugin.so: coat.optim.origin.e4m3 and coat.optim.expand.e4m3); bitsandbytes' one-state
 # rules (cuda_bnb_one_state_plugin.so: bnb.lion8bit.cuda, bnb.momentum8bit.cuda, bnb.rmsprop8bit.cuda,
-# bnb.adagrad8bit.cuda).
+# bnb.adagrad8bit.cuda) and AdEMAMix (cuda_bnb_ademamix_plugin.so: bnb.ademamix8bit.cuda).
 # Each kernel must be conformant
 # (exit 0) and each mutant caught (exit 1); anything else (exit 2: no device, no runner, a plugin that
 # does not load) is a failure.
@@ -66,4 +66,9 @@ for format in bnb.lion8bit.cuda bnb.momentum8bit.cuda bnb.rmsprop8bit.cuda bnb.a
   check 0 cuda_bnb_one_state_plugin "cuda.$format" tails --input normal:n=1000,seed=7,std=0.5 --input special:n=300 --no-golden
   check 0 cuda_bnb_one_state_plugin "cuda.$format" large --input normal:n=262144,seed=8,std=0.5 --steps 2 --no-golden
 done
+# AdEMAMix as the two-state CUDA kernel computes it (device/kernels/bnb_ademamix_plugin.cu): whole blocks
+# only (the format refuses other sizes: the real kernel's slow-moment absmax races there)
+check 0 cuda_bnb_ademamix_plugin cuda.bnb.ademamix8bit.cuda
+check 0 cuda_bnb_ademamix_plugin cuda.bnb.ademamix8bit.cuda tails --input normal:n=1024,seed=7,std=0.5 --input special:n=512 --no-golden
+check 0 cuda_bnb_ademamix_plugin cuda.bnb.ademamix8bit.cuda large --input normal:n=262144,seed=8,std=0.5 --steps 2 --no-golden
 exit $status

@@ -111,6 +111,29 @@ inline int32_t fail(char* error, uint64_t capacity, const char* what, const char
   return 1;
 }
 
+// The tensors every optimizer step takes: param (F32), grad and param.next (F32, as many), step (one
+// I64). 0 with them in *t, or 1 with the error written.
+struct StepTensors {
+  const float *param, *grad;
+  const int64_t* step;
+  float* param_next;
+  uint64_t n;
+};
+inline int32_t step_tensors(const lowbit_tensor* in, int32_t n_in, lowbit_tensor* out, int32_t n_out, const char* params,
+                            StepTensors* t, char* error, uint64_t capacity) {
+  const lowbit_tensor* param = find(in, n_in, "param");
+  if (!param || param->dtype != LOWBIT_F32) return fail(error, capacity, "needs an F32 input 'param'", params);
+  const uint64_t n = param->bytes / 4;
+  const lowbit_tensor* grad = find(in, n_in, "grad");
+  const lowbit_tensor* step = find(in, n_in, "step");
+  lowbit_tensor* param_next = find(out, n_out, "param.next");
+  if (!is(grad, LOWBIT_F32, 4 * n) || !is(step, LOWBIT_I64, 8) || !is(param_next, LOWBIT_F32, 4 * n))
+    return fail(error, capacity, "needs grad and param.next (F32, as many as param) and step (one I64)", params);
+  *t = {static_cast<const float*>(param->data), static_cast<const float*>(grad->data),
+        static_cast<const int64_t*>(step->data), static_cast<float*>(param_next->data), n};
+  return 0;
+}
+
 // input F32 and the three outputs every block-wise state has, sized for n elements in blocks of block.
 inline bool common_shapes(const lowbit_tensor* x, const lowbit_tensor* codes, const lowbit_tensor* scale,
                           const lowbit_tensor* dequant, int32_t codes_dtype, uint64_t block) {

@@ -45,20 +45,15 @@ using glue::number_param;
 inline int32_t run_coat_step(StepFn step_fn, bool expansion, const lowbit_tensor* in, int32_t n_in, const char* params,
                              lowbit_tensor* out, int32_t n_out, char* error, uint64_t capacity) {
   using glue_coat::is;
-  const lowbit_tensor* param = glue::find(in, n_in, "param");
-  if (!param || param->dtype != LOWBIT_F32) return glue::fail(error, capacity, "needs an F32 input 'param'", params);
-  const uint64_t n = param->bytes / 4, groups = (n + kGroup - 1) / kGroup;
-  const lowbit_tensor* grad = glue::find(in, n_in, "grad");
-  const lowbit_tensor* step = glue::find(in, n_in, "step");
-  lowbit_tensor* param_next = glue::find(out, n_out, "param.next");
-  if (!is(grad, LOWBIT_F32, 4 * n) || !is(step, LOWBIT_I64, 8) || !is(param_next, LOWBIT_F32, 4 * n))
-    return glue::fail(error, capacity, "needs grad and param.next (F32, as many as param) and step (one I64)", params);
+  glue::StepTensors st;
+  if (glue::step_tensors(in, n_in, out, n_out, params, &st, error, capacity) != 0) return 1;
+  const uint64_t n = st.n, groups = (n + kGroup - 1) / kGroup;
   StepArgs a{};
-  a.param = static_cast<const float*>(param->data);
-  a.grad = static_cast<const float*>(grad->data);
-  a.step = static_cast<const int64_t*>(step->data);
+  a.param = st.param;
+  a.grad = st.grad;
+  a.step = st.step;
   a.n = n;
-  a.param_next = static_cast<float*>(param_next->data);
+  a.param_next = st.param_next;
   const char* const names[2] = {"exp_avg", "exp_avg_sq"};
   for (int k = 0; k < 2; ++k) {
     char name[64];

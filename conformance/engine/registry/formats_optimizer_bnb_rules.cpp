@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "formats_optimizer_io.hpp"
 #include "lowbit/blockwise.hpp"
@@ -196,17 +197,24 @@ optimizer::BnbAdemamixHyper ademamix_hyper(const nlohmann::json& p) {
   return h;
 }
 
+// AdEMAMix's three states (state1's two rows, signed; state2, unsigned) and AdEMAMix8bit's defaults,
+// the same for the CPU and the CUDA format.
+FormatSpec ademamix_states_format(const std::string& name, bool cuda) {
+  FormatSpec f = states_format(name, {{"exp_avg", true}, {"exp_avg_slow", true}, {"exp_avg_sq", false}}, cuda);
+  f.default_params.update(nlohmann::json{{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"beta3", 0.9999},
+                                         {"alpha", 5.0}, {"t_alpha", 0}, {"t_beta3", 0}, {"eps", 1e-8},
+                                         {"weight_decay", 1e-2}});
+  return f;
+}
+
 FormatSpec ademamix_format() {
-  FormatSpec f = states_format("bnb.ademamix8bit.cpu", {{"exp_avg", true}, {"exp_avg_slow", true}, {"exp_avg_sq", false}});
+  FormatSpec f = ademamix_states_format("bnb.ademamix8bit.cpu", false);
   f.description = "one bitsandbytes 8-bit block-wise AdEMAMix step (AdEMAMix8bit, PagedAdEMAMix8bit) as its CPU "
                   "kernel computes it: the fast and slow EMAs (state1's two rows) and the second moment with ATen's "
                   "fused add/addcmul, (m1 / c1 + alpha m2) / (sqrt(nu) / c2 + eps), decay before the update, "
                   "the alpha and beta3 schedulers, requantized with the CPU lookup table";
   f.provenance = "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'ademamix') "
                  "and optim/ademamix.py AdEMAMix.update_step (schedulers)";
-  f.default_params.update(nlohmann::json{{"lr", 1e-3}, {"beta1", 0.9}, {"beta2", 0.999}, {"beta3", 0.9999},
-                                         {"alpha", 5.0}, {"t_alpha", 0}, {"t_beta3", 0}, {"eps", 1e-8},
-                                         {"weight_decay", 1e-2}});
   f.default_tolerance = "torch-cpu-eager";
   f.run = [](const Case& in, const nlohmann::json& p, int threads) {
     std::vector<float> param = in.require("param").f32();
@@ -306,12 +314,44 @@ std::vector<RuleSpec> rule_cuda_specs() {
   return out;
 }
 
+// AdEMAMix on CUDA: the two-state kernel. Sizes that 256 does not divide are refused: there the
+// kernel's slow-moment absmax index races (docs/formats/bnb-ademamix8bit.md), which no model can pin.
+FormatSpec ademamix_cuda_format() {
+  FormatSpec f = ademamix_states_format("bnb.ademamix8bit.cuda", true);
+  f.description = "one bitsandbytes 8-bit block-wise AdEMAMix step (AdEMAMix8bit, PagedAdEMAMix8bit) as its two-state "
+                  "CUDA kernel computes it, with IEEE arithmetic for the fast-math intrinsics: Adam's kernel with the slow "
+                  "EMA, a NaN/Inf gradient resetting all three moments, (m1 / c1 + alpha m2) / (sqrt(nu) / c2 + eps), "
+                  "decay after the update, the schedulers' alpha and beta3 in float32; element counts that 256 does not "
+                  "divide refused (the kernel's slow-moment absmax index races there)";
+  f.provenance = "bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADEMAMIX, float32, block 256) "
+                 "and optim/ademamix.py AdEMAMix.update_step (schedulers)";
+  // The real kernel's __fdividef, division, sqrtf and __powf are not modelled: codes may differ at ties
+  // and near boundaries, the parameter by ulps.
+  f.default_tolerance = "bnb-cuda";
+  f.run = [](const Case& in, const nlohmann::json& p, int /*threads*/) {
+    std::vector<float> param = in.require("param").f32();
+    if (param.size() % 256 != 0)
+      throw CaseError(in.origin + ": " + std::to_string(param.size()) +
+                      " elements: bnb.ademamix8bit.cuda takes whole blocks of 256 only (for any other count the "
+                      "kernel's slow-moment absmax index (n + i) / 256 makes two thread blocks race for one absmax)");
+    const std::int64_t step = step_of(in);
+    if (step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
+    optimizer::Moment m1 = read_moment(in, "exp_avg", false), m2 = read_moment(in, "exp_avg_slow", false),
+                      nu = read_moment(in, "exp_avg_sq", false);
+    optimizer::bnb_ademamix_cuda_step(param, in.require("grad").f32(), static_cast<std::int32_t>(step), m1, m2, nu,
+                                      ademamix_hyper(p));
+    return outputs_of(param, {{"exp_avg", &m1}, {"exp_avg_slow", &m2}, {"exp_avg_sq", &nu}});
+  };
+  return f;
+}
+
 }  // namespace
 
 void register_bnb_rule_formats(std::vector<FormatSpec>& out) {
   out.push_back(ademamix_format());
   for (const RuleSpec& r : rule_specs()) out.push_back(rule_format(r));
   for (const RuleSpec& r : rule_cuda_specs()) out.push_back(rule_cuda_format(r));
+  out.push_back(ademamix_cuda_format());
 }
 
 }  // namespace lowbit

@@ -107,6 +107,29 @@ BnbRuleCudaScalars bnb_rule_cuda_scalars(const BnbRuleHyper& h);
 void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
                         Moment& state, const BnbRuleHyper& h);
 
+struct BnbAdemamixCudaScalars {  // float32 as the kernel receives them (c_float) and derives them
+  float b1, w1, b2, w2, b3, w3, alpha, eps, lr, wd, c1, c2, decay;
+};
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADEMAMIX), the
+// scalars: alpha and beta3 as AdEMAMix.update_step schedules them (bnb_ademamix_scalars, double),
+// each rounded once to float32; 1 - beta as 1.0f - f32(beta); c1 = 1 - powf(b1, step) and
+// c2 = sqrtf(1 - powf(b2, step)) (__powf in the kernel, as Adam's model); decay = fma(-lr, wd, 1).
+BnbAdemamixCudaScalars bnb_ademamix_cuda_scalars(const BnbAdemamixHyper& h, std::int32_t step);
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADEMAMIX), one
+// launch on a float32 parameter of n elements, n a multiple of 256 (std::invalid_argument otherwise:
+// the kernel reads and writes the slow moment's absmax at (n + i) / 256, which for any other n is the
+// fast moment's last entry for block 0, written by two thread blocks in no set order). Adam's model
+// (bnb_adam_cuda_step) with a third state: per slot with a finite gradient, nu = fma(w2 g, g, nu0 b2),
+// m1 = fma(m1_0, b1, w1 g), m2 = fma(m2_0, b3, w3 g) (the slow moment, exp_avg_slow); a NaN or Inf
+// gradient resets all three to 0 and leaves p alone. Then p = fma(-lr, fma(alpha, m2, m1 / c1) /
+// (sqrt(nu) / c2 + eps), p), and if wd > 0 p = p * decay, after the update (the CPU decays before).
+// New absmax of each state over the block's 256 slots from -FLT_MAX; m1 and m2 requantized with the
+// signed map and the sign fix, nu with the unsigned map. NaN results are the GPU's 0x7FFFFFFF.
+// docs/formats/bnb-ademamix8bit.md.
+void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad, std::int32_t step, Moment& m1,
+                            Moment& m2, Moment& nu, const BnbAdemamixHyper& h);
+
 // The readable definitions of the two steps above, one element at a time on one thread (the element
 // functions in a loop, whole-array dequantize and the quantizer's scalar definition).
 namespace scalar {
