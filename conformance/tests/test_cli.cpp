@@ -251,6 +251,16 @@ TEST_CASE("inspect and audit --state handed a torch checkpoint say which python 
            std::string::npos) == audit);
     CHECK(std::count(run.output.begin(), run.output.end(), '\n') == 1);
   }
+  // one of a DCP folder's data files (a zip archive too): the commands name its folder
+  std::ofstream(dir / "dcp/__0_0.distcp", std::ios::binary) << std::string("PK\x03\x04") + " a DCP item file";
+  const std::string folder = dir / "dcp";
+  const Run item = lowbit_cli("inspect " + folder + "/__0_0.distcp");
+  CAPTURE(item.output);
+  CHECK(item.code == 2);
+  CHECK(item.output.rfind("lowbit: error: " + folder + "/__0_0.distcp: a file of the torch distributed checkpoint (DCP) folder " +
+                              folder + ", not a case file;", 0) == 0);
+  CHECK(item.output.find("`python -m lowbit inspect " + folder + "`") != std::string::npos);
+  CHECK(item.output.find("`python -m lowbit state-case " + folder + " states.safetensors`") != std::string::npos);
 }
 
 TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the error") {

@@ -28,21 +28,29 @@ void refuse_torch_checkpoint(const std::string& path, const std::string& then, b
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   const bool folder = !ec && std::filesystem::is_directory(status);
+  const bool file = !ec && std::filesystem::is_regular_file(status);
+  // a file of a DCP folder (its .distcp data files are zip archives too): the commands name the folder
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path().empty()
+                                           ? std::filesystem::path(".")
+                                           : std::filesystem::path(path).parent_path();
+  const bool in_dcp = file && std::filesystem::is_regular_file(parent / ".metadata", ec);
   std::string what;
   if (folder && std::filesystem::is_regular_file(std::filesystem::path(path) / ".metadata", ec))
     what = "a torch distributed checkpoint (DCP) folder";
   else if (folder)
     what = "a folder";
-  else if (!ec && std::filesystem::is_regular_file(status) && looks_like_torch_save(path))
+  else if (in_dcp)
+    what = "a file of the torch distributed checkpoint (DCP) folder " + printable(parent.string());
+  else if (file && looks_like_torch_save(path))
     what = "a zip archive (a torch.save file?)";
   else
     return;
-  const std::string shown = printable(path);
+  const std::string shown = printable(in_dcp ? parent.string() : path);
   throw UsageError(fmt::format(
       "{}: {}, not a case file; lowbit reads safetensors case files. For an optimizer checkpoint, the Python "
       "package reads it (docs/python.md): `python -m lowbit inspect {}` shows its states and signature; {}"
       "`python -m lowbit state-case {} states.safetensors` writes their dequantized values, then `{}`",
-      shown, what, shown,
+      printable(path), what, shown,
       audit ? fmt::format("`python -m lowbit audit {}` audits their dequantized values directly; ", shown) : "", shown,
       then));
 }
