@@ -187,7 +187,7 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
   std::vector<std::string> specs;
   for (const InputRun& run : default_input_runs(*find_format("coat.act.perblock"))) specs.push_back(run.spec);
   CHECK(specs == std::vector<std::string>{"edges", "scaled-edges", "special", "special:n=16384", "normal:n=65536,seed=1",
-                                          "outliers:n=65536,seed=2", "lognormal:n=65536,seed=3"});
+                                          "outliers:n=65536,seed=2", "lognormal:n=65536,seed=3", "tiny-blocks"});
   specs.clear();
   for (const InputRun& run : default_input_runs(*find_format("coat.fake.symm"))) specs.push_back(run.spec);
   CHECK(specs == std::vector<std::string>{"special", "special:n=288", "normal:n=4096,seed=1", "outliers:n=4096,seed=2",
@@ -335,7 +335,9 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
     return out;
   };
   CHECK(shown_by("nan-encoding") == std::set<std::string>{"mutant_fp8_nan_payload", "mutant_fp8_nan_sign"});
-  CHECK(shown_by("flushed-subnormal") == std::set<std::string>{"mutant_flush_subnormal"});
+  // and mutant_bnb_cuda_search's dequant on tiny-blocks: another code, whose value times a subnormal absmax
+  // is 0 where the expected one is subnormal (a class that names a cause which is not the bug: issue 28 item 3)
+  CHECK(shown_by("flushed-subnormal") == std::set<std::string>{"mutant_flush_subnormal", "mutant_bnb_cuda_search"});
   const std::set<std::string> variant = shown_by("arithmetic-variant");
   CHECK(variant.contains("mutant_reciprocal"));
   CHECK(variant.contains("mutant_adam_no_fma"));
@@ -492,7 +494,9 @@ TEST_CASE("verify: the CUDA per-block kernel's arithmetic (its host twin) is con
   const Run good = lowbit_cli("verify --kernel " + plugin("cuda_perblock_host_twin"));
   CAPTURE(good.output);
   CHECK(good.code == 0);
-  CHECK(lines_starting(good.output, "ok       ") == 7);  // edges, scaled-edges, special (2), three random
+  // edges, scaled-edges, special (2), three random, tiny-blocks, special-blocks, and at block sizes 1
+  // and 4096 edges, special-blocks and a random input
+  CHECK(lines_starting(good.output, "ok       ") == 15);
   TempDir dir("lowbit_verify_twin_");
   const Run bad = lowbit_cli("verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_host_twin") + " --report " +
                              (dir / "r.json"));
@@ -500,9 +504,15 @@ TEST_CASE("verify: the CUDA per-block kernel's arithmetic (its host twin) is con
   CHECK(bad.code == 1);
   CHECK(bad.output.find("MISMATCH edges") != std::string::npos);
   CHECK(bad.output.find("MISMATCH scaled-edges") != std::string::npos);
-  // __frcp_rn then __fmul_rn: every differing code is the reciprocal variant, none a tie
-  const ReportClasses c =
-      report_classes(nlohmann::json::parse(slurp(dir / "r.json")), "codes", "arithmetic-variant", false);
+  // __frcp_rn then __fmul_rn: every differing code of the boundaries is the reciprocal variant, none a
+  // tie (tiny-blocks' zeros times an infinite reciprocal are NaN: explained as genuine, issue 28 item 3)
+  nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
+  nlohmann::json boundaries = nlohmann::json::array();
+  for (const auto& kase : j.at("cases"))
+    if (kase.at("label") == "edges" || kase.at("label") == "scaled-edges") boundaries.push_back(kase);
+  j["cases"] = boundaries;
+  CHECK(boundaries.size() == 2);
+  const ReportClasses c = report_classes(j, "codes", "arithmetic-variant", false);
   CHECK(c.mismatches > 0);
   CHECK(c.of_class == c.mismatches);
   CHECK(c.variants == std::set<std::string>{"reciprocal"});
@@ -516,12 +526,12 @@ TEST_CASE("verify runs a CUDA-memory kernel through the CUDA runner: device and 
   CAPTURE(r.output);
   CHECK(r.code == 0);
   CHECK(r.output.starts_with("device: lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0\n"));
-  CHECK(lines_starting(r.output, "ok       ") == 7);
+  CHECK(lines_starting(r.output, "ok       ") == 15);
   CHECK(r.output.find("mismatches (0 allowed), kernel 0.250 ms\n") != std::string::npos);
   const nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
   CHECK(j.at("device") == nlohmann::json({{"name", "lowbit fake device"}, {"compute_capability", "9.0"},
                                           {"driver_version", "13.1"}, {"runtime_version", "13.0"}}));
-  REQUIRE(j.at("cases").size() == 7);
+  REQUIRE(j.at("cases").size() == 15);
   for (const auto& c : j.at("cases")) CHECK(c.at("kernel_ms") == 0.25);
   const std::string md = slurp(dir / "r.md");
   CHECK(md.find("Device: `lowbit fake device` (compute capability 9.0), CUDA driver 13.1, runtime 13.0.") != std::string::npos);

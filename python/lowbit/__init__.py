@@ -174,7 +174,7 @@ def default_inputs(format: str, steps: int = 3, with_outputs: bool = False) -> l
 
 def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, policy: str = None, strict: bool = False,
            golden=None, save_cases=None, timeout: float = 60.0, memory: int = 0, threads: int = 1,
-           cuda_runner=None) -> VerifyReport:
+           cuda_runner=None, param: dict = None) -> VerifyReport:
     """`lowbit verify` from Python: the engine's same verify run on a kernel, which is either
 
     - a kernel plugin: the shared library `kernel` (include/lowbit/kernel_plugin.h); `name` picks one of
@@ -193,8 +193,10 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
     Either runs on the default battery (or `inputs`, a list of input specs such as "normal:n=4096") and on
     the golden cases of the format in the folder `golden` (None: none), each compared with the reference
     bit for bit under `policy` (a shipped name or a JSON file's path; default: the format's). save_cases:
-    a folder for the expected and actual case file of each case that does not conform. Returns a
-    VerifyReport; raises ValueError for bad arguments or inputs, lowbit.PluginError for an unusable plugin."""
+    a folder for the expected and actual case file of each case that does not conform. param: the
+    format's parameters every generated case takes, over the battery's own values (`--param K=V`;
+    {"map": "dynamic_unsigned"}), checked before any case runs. Returns a VerifyReport; raises ValueError
+    for bad arguments, inputs or params, lowbit.PluginError for an unusable plugin."""
     format = _args.string("format", format)
     name = "" if name is None else _args.string("name", name)
     if inputs is None:
@@ -207,6 +209,14 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
     golden = "" if golden is None else _args.path("golden", golden)
     save_cases = "" if save_cases is None else _args.path("save_cases", save_cases)
     threads = _args.whole("threads", threads, 1, 1024)
+    if param is None:
+        param = {}
+    elif not isinstance(param, dict) or not all(isinstance(k, str) for k in param):
+        raise TypeError("param: a dict of the format's parameters, e.g. {'block_size': 256}")
+    try:
+        param_json = json.dumps(param, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"param={param!r}: not JSON values ({e})") from None
     if callable(kernel) and not isinstance(kernel, (str, bytes, os.PathLike)):
         for option, value, default in (("timeout", timeout, 60.0), ("memory", memory, 0), ("cuda_runner", cuda_runner, None)):
             if value != default:
@@ -214,14 +224,14 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
         from . import _callable
         return VerifyReport(*_core.verify_callable(_callable.runner(kernel, format), name or _callable.name_of(kernel),
                                                    format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
-                                                   save_cases, threads))
+                                                   save_cases, threads, param_json))
     library = _args.path("kernel", kernel)
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not 1e-3 <= float(timeout) <= 86400:
         raise ValueError(f"timeout={timeout!r}: not a number of seconds in 0.001..86400")
     memory = _args.whole("memory", memory, 0, 1 << 40)
     cuda_runner = "" if cuda_runner is None else _args.path("cuda_runner", cuda_runner)
     return VerifyReport(*_core.verify(library, name, format, list(inputs), steps, policy, POLICY_DIR, strict, golden,
-                                      save_cases, float(timeout), memory, threads, cuda_runner))
+                                      save_cases, float(timeout), memory, threads, cuda_runner, param_json))
 
 
 def dequantize(case) -> "numpy.ndarray":

@@ -299,11 +299,13 @@ void validate_py(nb::handle tensors, nb::handle metadata, const std::string& ori
 // lowbit.verify's arguments as the engine's VerifyOptions (the package checked their types and ranges).
 VerifyOptions verify_options(const FormatSpec& f, const std::vector<std::string>& inputs, int steps,
                              const std::string& policy_name, const std::string& policy_dir, bool strict,
-                             const std::string& golden, const std::string& save_cases, int threads) {
+                             const std::string& golden, const std::string& save_cases, int threads,
+                             const std::string& params_json) {
   if (!golden.empty() && !std::filesystem::exists(std::filesystem::path(golden) / "MANIFEST.json"))
     throw std::invalid_argument("golden: '" + printable(golden) + "' holds no MANIFEST.json");
   VerifyOptions o;
   o.inputs = inputs;
+  o.params = nlohmann::json::parse(params_json);  // json.dumps of a dict (lowbit.verify's param=)
   o.steps = steps;
   o.policy = load_tolerance_policy(policy_name.empty() ? f.default_tolerance : policy_name, policy_dir);
   o.policy.strict = strict;
@@ -324,7 +326,11 @@ nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const Verify
   {
     // a plugin's kernel runs in child processes, and an in-process one takes the GIL for its own calls
     nb::gil_scoped_release release;
-    r = verify(k, f, o, events);
+    try {
+      r = verify(k, f, o, events);
+    } catch (const VerifyParamError& e) {
+      throw std::invalid_argument("param " + e.param + ": " + e.why);
+    }
   }
   return nb::make_tuple(r.json.dump(2), r.markdown, r.conformant, r.summary, lines);
 }
@@ -334,9 +340,11 @@ nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const Verify
 nb::tuple verify_py(const std::string& library_path, const std::string& name, const std::string& format,
                     const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
                     const std::string& policy_dir, bool strict, const std::string& golden, const std::string& save_cases,
-                    double timeout, std::uint64_t memory, int threads, const std::string& cuda_runner) {
+                    double timeout, std::uint64_t memory, int threads, const std::string& cuda_runner,
+                    const std::string& params_json) {
   const FormatSpec& f = format_named(format);
-  VerifyOptions o = verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads);
+  VerifyOptions o =
+      verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads, params_json);
   std::vector<std::string> lines;
   KernelUnderReview kernel;
   try {
@@ -397,9 +405,10 @@ InProcessKernel python_kernel(nb::handle runner, const std::string& format) {
 nb::tuple verify_callable_py(nb::object runner, const std::string& name, const std::string& format,
                              const std::vector<std::string>& inputs, int steps, const std::string& policy_name,
                              const std::string& policy_dir, bool strict, const std::string& golden,
-                             const std::string& save_cases, int threads) {
+                             const std::string& save_cases, int threads, const std::string& params_json) {
   const FormatSpec& f = format_named(format);
-  const VerifyOptions o = verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads);
+  const VerifyOptions o =
+      verify_options(f, inputs, steps, policy_name, policy_dir, strict, golden, save_cases, threads, params_json);
   KernelUnderReview kernel;
   kernel.library = "Python function " + name;
   kernel.kernel = name;
@@ -441,7 +450,7 @@ NB_MODULE(_core, m) {
   m.def("validate", &validate_py, "tensors"_a, "metadata"_a, "origin"_a, "scope"_a);
   m.def("verify", &verify_py, "library"_a, "name"_a, "format"_a, "inputs"_a, "steps"_a, "policy"_a, "policy_dir"_a,
         "strict"_a, "golden"_a, "save_cases"_a, "timeout"_a, "memory"_a, "threads"_a,
-        "cuda_runner"_a);
+        "cuda_runner"_a, "params_json"_a);
   m.def("verify_callable", &verify_callable_py, "runner"_a, "name"_a, "format"_a, "inputs"_a, "steps"_a, "policy"_a,
-        "policy_dir"_a, "strict"_a, "golden"_a, "save_cases"_a, "threads"_a);
+        "policy_dir"_a, "strict"_a, "golden"_a, "save_cases"_a, "threads"_a, "params_json"_a);
 }

@@ -138,3 +138,17 @@ def test_every_mutant_of_the_bank_gets_the_cli_s_verdict_and_lines_from_python()
         r = lowbit.verify(path, format, golden=GOLDEN)
         assert not r.conformant, library
         assert out.stdout.splitlines() == r.lines + [r.summary], library
+
+
+def test_param_sets_every_generated_case_and_a_bad_one_is_named():
+    # bitsandbytes' optimizers' second-moment map: the mutant wrong only there is caught with it alone
+    r = lowbit.verify(plugin("mutant_bnb_dequant_nan_positive"), "bnb.blockwise8.dynamic", inputs=["special"],
+                      param={"map": "dynamic_unsigned"})
+    assert not r.conformant and [c.label for c in r.cases] == ["special.map-dynamic_unsigned"]
+    assert lowbit.verify(plugin("mutant_bnb_dequant_nan_positive"), "bnb.blockwise8.dynamic", inputs=["special"]).conformant
+    with pytest.raises(ValueError, match="param map=bogus: bnb map must be"):
+        lowbit.verify(plugin("reference_plugin"), "bnb.blockwise8.dynamic", param={"map": "bogus"})
+    with pytest.raises(ValueError, match="param nope=1: bnb.blockwise8.dynamic has no parameter 'nope'"):
+        lowbit.verify(plugin("reference_plugin"), "bnb.blockwise8.dynamic", param={"nope": 1})
+    with pytest.raises(TypeError, match="param"):
+        lowbit.verify(plugin("reference_plugin"), "bnb.blockwise8.dynamic", param=[("map", "x")])

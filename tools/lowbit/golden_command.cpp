@@ -20,6 +20,7 @@
 #include "lowbit/printable.hpp"
 #include "lowbit/sha256.hpp"
 #include "kernel_option.hpp"
+#include "param_option.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
 #include "threads_option.hpp"
@@ -55,18 +56,6 @@ struct OutputKernel {
 struct KernelRefused {
   std::string report;
 };
-
-nlohmann::json parse_params(const std::vector<std::string>& items) {
-  nlohmann::json p = nlohmann::json::object();
-  for (const std::string& item : items) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0) throw UsageError("--param '" + item + "' is not KEY=VALUE");
-    const std::string value = item.substr(eq + 1);
-    nlohmann::json v = nlohmann::json::parse(value, nullptr, false);
-    p[item.substr(0, eq)] = v.is_discarded() ? nlohmann::json(value) : v;
-  }
-  return p;
-}
 
 int list_formats() {
   for (const FormatSpec& f : registered_formats()) {
@@ -378,7 +367,8 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--param", g->params, "Format parameter KEY=VALUE (repeatable), e.g. nan_encoding=ml_dtypes");
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
-                  "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges;\n"
+                  "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges\n"
+                  "table-edges tiny-blocks special-blocks (docs/verifying-a-kernel.md#what-the-battery-reaches);\n"
                   "all take n (default 4096) and seed (default 1); file:PATH[:TENSOR] takes your own tensor from a\n"
                   "safetensors file (shape kept; optimizers: its param and grad). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");

@@ -14,6 +14,7 @@
 #include "lowbit/plugin_host.hpp"
 #include "lowbit/verify.hpp"
 #include "kernel_option.hpp"
+#include "param_option.hpp"
 #include "report_output.hpp"
 #include "shipped_data.hpp"
 #include "subcommand.hpp"
@@ -27,6 +28,7 @@ struct VerifyArguments {
   std::string kernel;  // LIB[:NAME]
   std::string format;
   std::vector<std::string> inputs;
+  std::vector<std::string> params;  // --param KEY=VALUE
   int steps = 3;
   std::string policy;
   double timeout = 60;
@@ -64,6 +66,7 @@ int run_verify(VerifyArguments o) {
   if (golden_given && !o.no_golden && !std::filesystem::exists(std::filesystem::path(o.golden) / "MANIFEST.json"))
     throw UsageError("--golden: '" + o.golden + "' holds no MANIFEST.json");
   run.inputs = o.inputs;
+  run.params = parse_params(o.params);
   run.steps = o.steps;
   run.golden = o.no_golden ? "" : o.golden;
   run.save_cases = o.save_cases;
@@ -78,6 +81,8 @@ int run_verify(VerifyArguments o) {
   VerifyReport report;
   try {
     report = verify(k, format, run, events);
+  } catch (const VerifyParamError& e) {
+    throw UsageError("--param " + e.param + ": " + e.why);
   } catch (const VerifyInputError& e) {
     if (e.input.empty()) throw UsageError("nothing to verify: no --input, and no golden case of " + format.name);
     throw UsageError("--input '" + e.input + "': " + e.why);
@@ -108,6 +113,9 @@ Subcommand add_verify_command(CLI::App& parent) {
   cmd->add_option("--input", o->inputs,
                   "Input spec, as golden generate takes them (repeatable); default: edges, special and random\n"
                   "distributions (optimizers: a parameter and moments drawn for --steps steps)");
+  cmd->add_option("--param", o->params,
+                  "Format parameter KEY=VALUE (repeatable), e.g. map=dynamic_unsigned block_size=256: every generated\n"
+                  "case takes it, over the battery's own values (the golden cases keep theirs)");
   add_whole_option(*cmd, "--steps", o->steps, 1, 1000, "Optimizer formats: steps per input");
   cmd->add_option("--policy", o->policy, "Tolerance policy (default: the format's)");
   add_real_option(*cmd, "--timeout", o->timeout, kMinKernelTimeout, kMaxKernelTimeout, "Seconds the kernel may take per case before it is killed");

@@ -194,6 +194,26 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
     spec.replace(spec.find("{}"), 2, n);
     push(spec);
   }
+  // The decision points of a block's own (docs/verifying-a-kernel.md, "What the battery reaches"): a
+  // lookup table's cells, tiny and subnormal absmaxes, blocks of one special value and a last block
+  // ending on its largest value (1-D formats: a 2-D format's groups are not runs of the list)
+  const std::string block_param = edge_block_param(defaults);
+  if (f.table_edge_inputs) push("table-edges");
+  if (f.edge_inputs && !block_param.empty()) push("tiny-blocks");
+  if (!block_param.empty() && !f.input_tile) push("special-blocks");
+  // the other block sizes the library takes: its boundaries, its special blocks and a random input
+  for (std::size_t block : f.battery_block_sizes) {
+    nlohmann::json sized = defaults;
+    sized[block_param] = block;
+    for (const char* spec : {"edges", "special-blocks", "normal:n=4096,seed=5"}) runs.push_back({spec, sized});
+  }
+  // the parameter values the libraries use in practice: the boundaries, the special values and blocks
+  for (const nlohmann::json& values : f.battery_params) {
+    nlohmann::json p = defaults;
+    p.update(values);
+    for (const char* spec : {"edges", "table-edges", "tiny-blocks", "special", "special-blocks"})
+      if (std::string(spec) != "table-edges" || f.table_edge_inputs) runs.push_back({spec, p});
+  }
   return runs;
 }
 

@@ -1,5 +1,6 @@
 #include "lowbit/generators.hpp"
 
+#include "lowbit/block_inputs.hpp"
 #include "lowbit/file_input.hpp"
 #include "lowbit/strict_number.hpp"
 #include "lowbit/parallel_blocks.hpp"
@@ -23,7 +24,8 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"lognormal", {"n", "seed", "mu", "sigma"}},    {"student-t", {"n", "seed", "nu"}},
       {"constant", {"n", "seed", "value"}},           {"outliers", {"n", "seed", "std", "scale", "block"}},
       {"special", {"n", "seed"}},                     {"edges", {"n", "seed"}},
-      {"scaled-edges", {"n", "seed"}},
+      {"scaled-edges", {"n", "seed"}},                {"table-edges", {"n", "seed"}},
+      {"tiny-blocks", {"n", "seed"}},                 {"special-blocks", {"n", "seed"}},
       {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
   };
   return keys;
@@ -207,6 +209,14 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     return cycled(format.edge_inputs(params), spec);
   }
   if (spec.kind == "scaled-edges") return cycled(scaled_edges(spec, format, params), spec);
+  if (spec.kind == "table-edges") {
+    if (!format.table_edge_inputs)
+      throw std::invalid_argument("input spec '" + spec.text + "': table-edges needs a format decided by a lookup table" +
+                                  (format.name.empty() ? std::string() : " (" + format.name + " is not one)"));
+    return cycled(format.table_edge_inputs(params), spec);
+  }
+  if (spec.kind == "tiny-blocks") return cycled(tiny_blocks(spec, format, params), spec);
+  if (spec.kind == "special-blocks") return cycled(special_blocks(spec, format, params), spec);
   if (spec.kind == "special") {
     std::vector<float> v = cycled(special_values(), spec);
     v.resize(v.size() + special_padding(spec, format, params), 0.0f);

@@ -8,7 +8,9 @@ namespace lowbit {
 namespace {
 
 bool fixed_list(const InputSpec& spec) {
-  return (spec.kind == "special" || spec.kind == "edges" || spec.kind == "scaled-edges") && !spec.args.count("n");
+  for (const char* kind : {"special", "edges", "scaled-edges", "table-edges", "tiny-blocks", "special-blocks"})
+    if (spec.kind == kind) return !spec.args.count("n");
+  return false;
 }
 
 std::string tile_text(const InputTile& t) { return std::to_string(t.rows) + " x " + std::to_string(t.cols); }

@@ -203,7 +203,8 @@ Diagnosis diagnose(const FormatSpec& f, const std::vector<FailingCase>& failing)
     if (total.every) {
       if (d.reproducing.empty()) d.description = v.description;
       d.reproducing.push_back(v.name);
-    } else if (total.every_but_nan) {
+    } else if (total.every_but_nan && total.reproduced > 0) {  // (none reproduced: every mismatch is a NaN's
+      // bits, which any variant that leaves the non-NaN outputs alone "reproduces": it explains nothing)
       if (d.nan_aside.empty()) {
         nan_aside_description = v.description;
         d.nan_apart = total.nan_apart;

@@ -18,6 +18,7 @@
 #include "lowbit/bf16_round.hpp"
 #include "lowbit/narrow16.hpp"
 #include "formats_optimizer_io.hpp"
+#include "bnb_table_edges.hpp"
 #include "fp8_edges.hpp"
 
 namespace lowbit {
@@ -349,6 +350,9 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.round_trip_stores = {bits == 4 ? "codes_packed" : "codes", "scale", "qmap"};  // OptimState{8,4}bit: codes, scale, qmap
   f.round_trip_pads = true;
   f.whole_blocks = true;
+  // torchao takes any block size that divides the state: one element a block (4-bit: a byte packs
+  // two blocks), and a block as large as the battery's random input
+  f.battery_block_sizes = {1, 4096};
   if (!is_signed) f.refuses_negative = "n/a (unsigned map: the data has negative values)";
   return f;
 }
@@ -427,6 +431,7 @@ FormatSpec torchao_fp8_format() {
   f.round_trip_stores = {"codes", "scale"};  // OptimStateFp8: codes, scale
   f.round_trip_pads = true;
   f.whole_blocks = true;
+  f.battery_block_sizes = {1, 4096};  // as torchao's codebook states
   return f;
 }
 
@@ -473,6 +478,7 @@ FormatSpec fp8_perblock_format() {
   };
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {"codes", "scale"};
+  f.battery_block_sizes = {1, 4096};  // any block size, a partial tail allowed
   return f;
 }
 
@@ -531,8 +537,10 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
                   "back end (default); codes, scale (the absmax), dequant";
   f.provenance = "bitsandbytes 0.50 csrc/cpu_ops.cpp quantize_cpu_impl, dequantizeBlockwise8bitCpu; csrc/kernels.cu "
                  "kQuantizeBlockwise; backends/default/ops.py";
-  // cpu_capability: torch's, for the pure-PyTorch back end's NaN absmax of a tail block
-  f.default_params = {{"block_size", 4096}, {"backend", "cpu"}, {"cpu_capability", "avx2"}};
+  // cpu_capability: torch's, for the pure-PyTorch back end's NaN absmax of a tail block. map: the
+  // table (bnb.qmap's names) that golden generate and verify give a case as its qmap input; the
+  // reference quantizes with the case's qmap, whatever map says (a golden case's is the library's)
+  f.default_params = {{"block_size", 4096}, {"backend", "cpu"}, {"cpu_capability", "avx2"}, {"map", default_map}};
   // quantize_blockwise takes float32, bf16 and f16 (backends/cpu/ops.py: one native entry point each;
   // backends/default/ops.py: A.float()); the dequant comes back in the input's dtype
   const std::vector<DType> floats = {DType::F32, DType::BF16, DType::F16};
@@ -571,12 +579,17 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
       arith.search = [q](float y) { return codebook::bnb_cuda_search(y, q); };
     return codebook_explainer(e, a, tensor, std::move(arith));
   };
-  f.auxiliary_inputs = [default_map](const nlohmann::json&) {
-    return std::vector<Tensor>{f32_tensor("qmap", bnb_table({{"map", default_map}, {"linspace", "fma"}}))};
+  const auto map_of = [default_map](const nlohmann::json& p) {
+    return bnb_table({{"map", p.value("map", default_map)}, {"linspace", "fma"}});
   };
-  f.edge_inputs = [default_map](const nlohmann::json& p) {
-    return codebook_edges(bnb_table({{"map", default_map}, {"linspace", "fma"}}), block_size_from(p));
-  };
+  f.auxiliary_inputs = [map_of](const nlohmann::json& p) { return std::vector<Tensor>{f32_tensor("qmap", map_of(p))}; };
+  f.edge_inputs = [map_of](const nlohmann::json& p) { return codebook_edges(map_of(p), block_size_from(p)); };
+  f.table_edge_inputs = [map_of](const nlohmann::json& p) { return bnb_cpu_table_edges(map_of(p), block_size_from(p)); };
+  // the smallest block size bitsandbytes takes (64) and its optimizers' (256); 4096, the default, is the largest
+  f.battery_block_sizes = {64, 256};
+  // bitsandbytes' 8-bit optimizers keep their second moments with the unsigned dynamic map
+  // (optim/optimizer.py: create_dynamic_map(signed=False)); the linear map is bnb.blockwise8.linear's
+  if (default_map == "dynamic_signed") f.battery_params.push_back({{"map", "dynamic_unsigned"}});
   f.dequantize_reads = {"codes", "scale", "qmap"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::bnb_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),

@@ -2,6 +2,7 @@
 // format, the totals and the reports (verify.hpp), for `lowbit verify` and lowbit.verify alike.
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "lowbit/atomic_file.hpp"
@@ -94,7 +95,55 @@ void finish_report(const KernelUnderReview& k, const FormatSpec& format, const V
                            r.diagnosis.line.empty() ? "" : "\n" + markdown_text(r.diagnosis.line) + ".\n", device_md, details);
 }
 
+std::string json_type(const nlohmann::json& v) {
+  return v.is_boolean() ? "true or false" : v.is_number() ? "a number" : v.is_string() ? "a string" : v.type_name();
+}
+
+// The given params, each alone over the defaults and then all together: a key the format lacks, a
+// value of another type than its default, or one the reference refuses on a small input (the
+// `special` values; a format without inputs: its table) is a VerifyParamError naming that param.
+void check_params(const FormatSpec& format, const nlohmann::json& given, const MadeBy& made_by) {
+  if (!given.is_object()) throw VerifyParamError(given.dump(), "params must be an object of KEY: VALUE");
+  const auto probe = [&](const nlohmann::json& over) {
+    const InputRun run{"special", resolve_params(format, over)};
+    if (!takes_input(format)) run_reference(format, table_case(format, run.params, made_by).inputs);
+    else for_each_reference_case(format, run, 1, made_by, false, [](const std::string&, const Case&) {}, {});
+  };
+  for (const auto& [key, value] : given.items()) {
+    const std::string item = param_items({{key, value}});
+    if (!format.default_params.contains(key)) {
+      std::string keys;
+      for (const auto& [k, v] : format.default_params.items()) keys += (keys.empty() ? "" : ", ") + k;
+      throw VerifyParamError(item, format.name + " has no parameter '" + key + "' (its parameters: " +
+                                       (keys.empty() ? "none" : keys) + ")");
+    }
+    const nlohmann::json& fallback = format.default_params.at(key);
+    if (json_type(value) != json_type(fallback))
+      throw VerifyParamError(item, key + " takes " + json_type(fallback) + " (its default is " + fallback.dump() + ")");
+    try {
+      probe({{key, value}});
+    } catch (const std::exception& e) {
+      throw VerifyParamError(item, e.what());
+    }
+  }
+  try {
+    probe(given);
+  } catch (const std::exception& e) {
+    throw VerifyParamError(param_items(given), e.what());
+  }
+}
+
 }  // namespace
+
+std::string param_items(const nlohmann::json& params) {
+  std::string text;
+  for (const auto& [key, value] : params.items())
+    text += (text.empty() ? "" : ", ") + key + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
+  return text;
+}
+
+VerifyParamError::VerifyParamError(std::string given, std::string reason)
+    : std::invalid_argument(given + ": " + reason), param(std::move(given)), why(std::move(reason)) {}
 
 VerifyInputError::VerifyInputError(std::string input_spec, std::string reason)
     : std::invalid_argument(input_spec.empty() ? reason : "input '" + input_spec + "': " + reason),
@@ -136,9 +185,18 @@ VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const 
   // The default inputs are made for any format; one a format cannot take (COAT's activations want
   // 2-D tiles, torchao whole blocks) is skipped with its reason. An input given is never skipped.
   const bool defaults = o.inputs.empty();
+  if (!o.params.empty()) check_params(format, o.params, o.made_by);
   std::vector<InputRun> runs;
   for (const std::string& text : o.inputs) runs.push_back({text, format.default_params});
   if (defaults && takes_input(format)) runs = default_input_runs(format);
+  // the given params over every run's, each run once (the battery's own values of a given param collapse)
+  std::vector<InputRun> given;
+  for (InputRun& run : runs) {
+    run.params.update(o.params);
+    if (std::none_of(given.begin(), given.end(), [&](const InputRun& g) { return g.spec == run.spec && g.params == run.params; }))
+      given.push_back(std::move(run));
+  }
+  runs = std::move(given);
   if (!o.save_cases.empty()) std::filesystem::create_directories(o.save_cases);
 
   VerifyReport r;
@@ -156,7 +214,7 @@ VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const 
     r.cases.push_back(std::move(v));
   };
   if (!takes_input(format)) {
-    CaseToRun c = table_case(format, format.default_params, o.made_by);
+    CaseToRun c = table_case(format, resolve_params(format, o.params), o.made_by);
     record(verify_case(k, format, run_reference(format, c.inputs, o.threads), o.policy, c.stem));
   }
   for (const InputRun& run : runs) {

@@ -85,6 +85,17 @@ struct FormatSpec {
   std::function<Case(std::span<const float> param, const nlohmann::json& params)> fresh_state;
   // Inputs aimed at the format's boundaries (TestFloat style) for golden generate.
   std::function<std::vector<float>(const nlohmann::json& params)> edge_inputs;
+  // Inputs on the decision points of a back end that the edges miss (bitsandbytes' CPU lookup table:
+  // its cells' boundaries, where the edges' midpoints lie inside cells): the `table-edges` input.
+  std::function<std::vector<float>(const nlohmann::json& params)> table_edge_inputs;
+  // The block sizes the default battery runs besides the default one (docs/verifying-a-kernel.md,
+  // "What the battery reaches"): the smallest and the largest the library takes, and any it uses in
+  // practice (bitsandbytes' optimizers' 256).
+  std::vector<std::size_t> battery_block_sizes;
+  // Parameter values the libraries use in practice besides the defaults (bitsandbytes' optimizers
+  // quantize their second moments with the unsigned dynamic map: {"map": "dynamic_unsigned"}), each
+  // of which the default battery also runs on its boundary and special inputs.
+  std::vector<nlohmann::json> battery_params;
   // The input must be whole blocks of the param block_size (torchao): golden generate and verify pad
   // the fixed special list with +0.0 to one (docs/golden-files.md, "special on whole-block formats").
   bool whole_blocks = false;

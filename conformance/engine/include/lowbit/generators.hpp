@@ -19,9 +19,14 @@ namespace lowbit {
 //   edges (the format's own boundaries: every value, every midpoint and its neighbours),
 //   scaled-edges (block-wise formats: the edges under block scales that are not powers of two, each
 //   value also 1 and 2 ulps either way: separates x / s from x * (1 / s), fused from unfused, ties),
+//   table-edges (bitsandbytes' CPU back end: its lookup table's cell boundaries where the code
+//   changes, and the cells either side, with their float32 neighbours, under non-power-of-two absmaxes),
+//   tiny-blocks (block-wise formats: the edges under tiny and subnormal absmaxes), special-blocks
+//   (block-wise formats: blocks all NaN, all Inf, all -0.0, +0/-0 mixed, and a last block, partial
+//   where the format allows it, ending on its largest value; lowbit/block_inputs.hpp),
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below),
 //   file:PATH[:TENSOR] (the user's own tensor from a safetensors file: lowbit/file_input.hpp).
-// Every kind takes n (default 4096) and seed (default 1). special and edges are fixed lists: without
+// Every kind takes n (default 4096) and seed (default 1). special, the edges and the blocks are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.
 // The largest n: 2^28 float32 values are 1 GiB; golden generate holds the input, the reference's
 // arrays and every serialized case of the run (7 to 27 GiB at this size by format, measured at 2^24

@@ -53,6 +53,9 @@ VerifiedCase verify_case(const KernelUnderReview& k, const FormatSpec& format, c
 // One run of verify, as the caller resolved it (the CLI's options, lowbit.verify's arguments).
 struct VerifyOptions {
   std::vector<std::string> inputs;  // input specs (generators.hpp); empty: the default battery (default_input_runs)
+  // Params every generated case takes over the format's defaults and the battery's own values
+  // (`--param K=V`, lowbit.verify's param=): an object of the format's parameters. The golden cases keep theirs.
+  nlohmann::json params = nlohmann::json::object();
   int steps = 3;                    // optimizer formats: steps per input
   TolerancePolicy policy;           // the policy, its `strict` set
   std::string golden;               // a golden folder whose cases of the format the kernel also runs; "": none.
@@ -92,6 +95,17 @@ struct VerifyInputError : std::invalid_argument {
   std::string input, why;
 };
 
+// A --param verify cannot take: a key the format does not have, a value of another type than its
+// default's, or one the reference refuses. `param` is "KEY=VALUE" as given (all of them, joined with
+// ", ", where only together they fail); what() is "KEY=VALUE: why".
+struct VerifyParamError : std::invalid_argument {
+  VerifyParamError(std::string given, std::string reason);
+  std::string param, why;
+};
+
+// The params as a KEY=VALUE text: strings bare, other values as JSON ("map=dynamic_unsigned, block_size=64").
+std::string param_items(const nlohmann::json& params);
+
 // One case's line: "ok       edges: 2276 elements, 0 mismatches (0 allowed)", "FAILED   ...", or for a case
 // that does not conform "MISMATCH edges: 2276 elements, 126 mismatches (0 allowed); classes: tie 126", the
 // NaN-encoding differences (NaNs of another sign or payload) worded apart from the numeric mismatches.
@@ -100,8 +114,9 @@ std::string verify_case_line(const VerifiedCase& v);
 // Runs kernel k of `format` on the inputs of o (the default battery, skipping inputs the format cannot
 // take, or o.inputs) and on the golden cases of the format in o.golden (passing over those of another
 // back end, CPU capability or 16-bit input, with the reason), compares each with the reference under
-// o.policy, saves the non-conformant ones to o.save_cases, and reports. PluginError when the plugin is
-// unusable; VerifyInputError as above; a golden folder that cannot be read throws as its reader does.
+// o.policy, saves the non-conformant ones to o.save_cases, and reports. o.params are checked before any
+// case runs (VerifyParamError). PluginError when the plugin is unusable; VerifyInputError as above; a
+// golden folder that cannot be read throws as its reader does.
 VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const VerifyOptions& o,
                     const VerifyEvents& events = {});
 

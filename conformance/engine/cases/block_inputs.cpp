@@ -1,0 +1,66 @@
+#include "lowbit/block_inputs.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "lowbit/float_bits.hpp"
+
+namespace lowbit {
+
+std::size_t input_block_size(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  const std::string key = edge_block_param(params);
+  if (key.empty())
+    throw std::invalid_argument("input spec '" + spec.text + "': " + spec.kind + " needs a block-wise format" +
+                                (format.name.empty() ? std::string() : " (" + format.name + " is not one)"));
+  return positive_size_param(params, key.c_str());
+}
+
+std::vector<float> tiny_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  input_block_size(spec, format, params);
+  if (!format.edge_inputs)
+    throw std::invalid_argument("input spec '" + spec.text + "': tiny-blocks needs a format with an edge-case generator" +
+                                (format.name.empty() ? std::string() : " (" + format.name + " has none)"));
+  // blocks led by an absmax of exactly 1: times a tiny absmax, each block's absmax is that absmax
+  // (the product of 1 is exact), and every other value rounds into the tiny or subnormal range
+  std::vector<float> base = format.edge_inputs(params);
+  if (format.input_tile) {  // a 2-D format's edges as whole tiles, so that each absmax's copy starts a tile
+    const InputTile t = format.input_tile(params);
+    const auto area = static_cast<std::size_t>(t.rows * t.cols);
+    base.resize((base.size() + area - 1) / area * area, 0.0f);
+  }
+  std::vector<float> out;
+  out.reserve(base.size() * std::size(kTinyAbsmaxes));
+  for (float absmax : kTinyAbsmaxes)
+    for (float x : base) out.push_back(std::isfinite(x) ? x * absmax : x);
+  return out;
+}
+
+std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  const std::size_t block = input_block_size(spec, format, params);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> out;
+  const auto fill = [&](auto value) {
+    for (std::size_t k = 0; k < block; ++k) out.push_back(value(k));
+  };
+  // NaNs of both signs and several payloads, a negative one first: a scale or absmax that copies an
+  // element's NaN is told from the library's own NaN (torch's canonical 0x7FC00000)
+  const float nans[] = {float_from_bits(0xFFC00001u), nan, float_from_bits(0x7FD00000u), -nan};
+  fill([&](std::size_t k) { return nans[k % 4]; });
+  fill([&](std::size_t k) { return k % 2 ? -inf : inf; });
+  fill([&](std::size_t) { return -0.0f; });
+  fill([&](std::size_t k) { return k % 2 ? -0.0f : 0.0f; });
+  // the last block: rising magnitudes of both signs, its largest value last, where a loop that stops
+  // one short of the tail's end (or reads the whole block's length) finds another absmax
+  const std::size_t tail = format.whole_blocks || block < 2 ? block : (block + 1) / 2;
+  // torchao's 4-bit states pack codes in pairs over the whole state: a whole-block format with an odd
+  // block size gets that last block twice, so that the count is even
+  for (int copy = format.whole_blocks && block % 2 ? 2 : 1; copy > 0; --copy) {
+    for (std::size_t k = 0; k + 1 < tail; ++k)
+      out.push_back((k % 2 ? -1.0f : 1.0f) * (0.25f + static_cast<float>(k) / static_cast<float>(tail)));
+    out.push_back(1.7f);
+  }
+  return out;
+}
+
+}  // namespace lowbit

@@ -1,0 +1,34 @@
+#pragma once
+// The block-wise formats' inputs that aim at a block's own decision points rather than at the grid
+// (generators.hpp's kinds tiny-blocks and special-blocks; docs/verifying-a-kernel.md, "What the
+// battery reaches"): the absmax of a block where it is tiny or subnormal (where a reciprocal
+// overflows, a 1e-12 clip applies, a flush to zero changes the scale), and blocks made only of one
+// special value, with a last block that ends on its largest value.
+#include <vector>
+
+#include "lowbit/formats.hpp"
+#include "lowbit/generators.hpp"
+
+namespace lowbit {
+
+// The format's edges (blocks led by an absmax of 1) times each absmax of kTinyAbsmaxes: tiny normal
+// absmaxes below torchao's 1e-12 clip and near FLT_MIN, subnormal ones with a finite reciprocal and with
+// one that overflows to infinity, and the smallest. Needs a block-wise format with edges (a 2-D
+// format's padded with zeros to whole tiles first, so that each absmax's copy is whole tiles).
+std::vector<float> tiny_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+inline constexpr float kTinyAbsmaxes[] = {1e-20f, 1.5e-38f, 3.0e-39f, 1e-40f, 4.2e-45f};
+
+// Whole blocks of the format's block size (block_size, or COAT's group_size): all NaN (both signs,
+// several payloads, 0xFFC00001 first), all infinite
+// (+Inf and -Inf alternating), all -0.0, +0.0 and -0.0 alternating; then a last block that ends on its
+// largest value (1.7, every earlier value smaller), partial (half a block, rounded up) where the format
+// takes a partial tail, whole where it quantizes whole blocks only (FormatSpec::whole_blocks) or the
+// block is one element (twice for a whole-block format of an odd block size: torchao's 4-bit packing
+// needs an even count).
+std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
+// The block size of the params that these inputs are made in (edge_block_param's), or
+// std::invalid_argument naming the input spec when the format has none.
+std::size_t input_block_size(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
+}  // namespace lowbit

@@ -1,0 +1,296 @@
+// The default battery's inputs at a block's own decision points (issue 28 item 1): the lookup table's
+// cell boundaries of bitsandbytes' CPU back end, tiny and subnormal absmaxes, blocks of one special
+// value with a last block ending on its largest value, and the other block sizes each format takes.
+// Each input is checked against what it claims, with the table's index recomputed here in double from
+// its definition (docs/formats/bnb-blockwise8.md), not with the reference's; that the reference and
+// bitsandbytes' own library agree on them is test_bnb_cpu_verify's, that they catch their bugs
+// test_verify's (the mutants).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "cli_run.hpp"
+
+#include "lowbit/block_inputs.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/generators.hpp"
+
+using namespace lowbit;
+using namespace lowbit::test;
+
+namespace {
+
+std::vector<float> inputs_of(const char* format, const std::string& spec, nlohmann::json params = {}) {
+  const FormatSpec& f = *find_format(format);
+  return generate_inputs(parse_input_spec(spec), f, resolve_params(f, params.is_null() ? nlohmann::json::object() : params));
+}
+
+// bitsandbytes' CPU index of y, from its definition: (uint16) fma((clamp(y, -1, 1) + 1) * 0.5, 65535, 0.5),
+// the sum and the half in float, the fused multiply-add exact in double (a 25-bit by 16-bit product plus
+// 0.5) and rounded once to float, then truncated.
+int index_of(float y) {
+  if (std::isnan(y)) return 0;
+  const float half = (std::fmin(std::fmax(y, -1.0f), 1.0f) + 1.0f) * 0.5f;
+  return static_cast<int>(static_cast<float>(static_cast<double>(half) * 65535.0 + 0.5));
+}
+
+// The table's code of each cell from its definition: the count of midpoints below the cell's grid value.
+std::vector<int> table_of(const std::vector<float>& q) {
+  std::vector<int> table(65536);
+  for (int t = 0; t < 65536; ++t) {
+    const float v = -1.0f + (2.0f * static_cast<float>(t)) / 65535.0f;
+    int below = 0;
+    for (std::size_t j = 0; j + 1 < q.size(); ++j) below += 0.5f * (q[j] + q[j + 1]) < v;
+    table[t] = below;
+  }
+  return table;
+}
+
+}  // namespace
+
+TEST_CASE("table-edges: both sides of every cell boundary where bitsandbytes' CPU table changes its code") {
+  for (const char* format : {"bnb.blockwise8.dynamic", "bnb.blockwise8.linear"}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    const nlohmann::json params = f.default_params;
+    const std::vector<float> x = inputs_of(format, "table-edges");
+    const std::vector<float> q = f.auxiliary_inputs(params).front().f32();
+    const std::vector<int> table = table_of(q);
+    const std::size_t block = 4096;
+    REQUIRE(x.size() % block == 0);
+    // every block is led by its absmax; the first ones hold the values under an absmax of 1
+    std::set<float> leads;
+    std::set<int> first_of_cell;  // cells t with an input y of index t whose lower neighbour has index t - 1
+    for (std::size_t b = 0; b < x.size() / block; ++b) {
+      const float a = x[b * block];
+      leads.insert(a);
+      for (std::size_t i = b * block; i < (b + 1) * block; ++i) REQUIRE(std::fabs(x[i]) <= a);
+      if (a != 1.0f) continue;
+      for (std::size_t i = b * block + 1; i < (b + 1) * block; ++i) {
+        const int t = index_of(x[i]);
+        if (t > 0 && index_of(std::nextafter(x[i], -2.0f)) == t - 1) first_of_cell.insert(t);
+      }
+    }
+    CHECK(leads == std::set<float>{1.0f, 1.7f, 0.31415927f, 0.0037f, 1234.567f, 3.0f});
+    int changes = 0;
+    for (int t = 1; t < 65536; ++t) {
+      if (table[t] == table[t - 1]) continue;
+      ++changes;
+      CAPTURE(t);
+      CHECK(first_of_cell.count(t));      // where the code changes
+      CHECK(first_of_cell.count(t - 1));  // and where only the index does, either side
+      if (t < 65535) CHECK(first_of_cell.count(t + 1));
+    }
+    CHECK(changes > 200);
+  }
+}
+
+TEST_CASE("tiny-blocks: the edges under tiny, subnormal and reciprocal-overflowing absmaxes") {
+  for (const char* format : {"bnb.blockwise8.dynamic", "torchao.codebook8.signed", "torchao.fp8", "fp8.perblock.e4m3"}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    const std::size_t block = f.default_params.at("block_size").get<std::size_t>();
+    const std::vector<float> x = inputs_of(format, "tiny-blocks");
+    REQUIRE(x.size() % block == 0);
+    std::set<float> absmaxes;
+    bool subnormal_element = false;
+    for (std::size_t b = 0; b < x.size() / block; ++b) {
+      float a = 0;
+      for (std::size_t i = b * block; i < (b + 1) * block; ++i) {
+        if (std::isnan(x[i])) continue;
+        a = std::fmax(a, std::fabs(x[i]));
+        subnormal_element |= std::fpclassify(x[i]) == FP_SUBNORMAL;
+      }
+      absmaxes.insert(a);
+    }
+    CHECK(subnormal_element);
+    for (float a : kTinyAbsmaxes) CHECK(absmaxes.count(a));
+    bool below_clip = false, overflows = false, subnormal_finite = false;
+    for (float a : absmaxes) {
+      below_clip |= a > 0 && a < 1e-12f;  // torchao's clip applies
+      overflows |= a > 0 && std::isinf(1.0f / a);  // a subnormal absmax whose reciprocal overflows
+      subnormal_finite |= std::fpclassify(a) == FP_SUBNORMAL && std::isfinite(1.0f / a);
+    }
+    CHECK(below_clip);
+    CHECK(overflows);
+    CHECK(subnormal_finite);
+  }
+  CHECK_THROWS_WITH_AS(inputs_of("fp8.e4m3fn.satfinite", "tiny-blocks"),
+                       "input spec 'tiny-blocks': tiny-blocks needs a block-wise format (fp8.e4m3fn.satfinite is not one)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("special-blocks: all NaN, all Inf, all -0.0, mixed zeros, and a last block ending on its largest value") {
+  const auto bits = [](float v) { return bits_of(v); };
+  SUBCASE("bitsandbytes: a partial tail of half a block") {
+    const std::vector<float> x = inputs_of("bnb.blockwise8.dynamic", "special-blocks");
+    const std::size_t b = 4096;
+    REQUIRE(x.size() == 4 * b + b / 2);
+    CHECK(bits(x[0]) == 0xFFC00001u);  // a negative NaN with a payload first
+    std::set<std::uint32_t> nan_bits;
+    for (std::size_t i = 0; i < b; ++i) {
+      REQUIRE(std::isnan(x[i]));
+      nan_bits.insert(bits(x[i]));
+      REQUIRE(std::isinf(x[b + i]));
+      REQUIRE(bits(x[2 * b + i]) == 0x80000000u);
+      REQUIRE(x[3 * b + i] == 0.0f);
+    }
+    CHECK(nan_bits.size() == 4);
+    CHECK(bits(x[3 * b]) == 0u);
+    CHECK(bits(x[3 * b + 1]) == 0x80000000u);
+    CHECK(x[b] == std::numeric_limits<float>::infinity());
+    CHECK(x[b + 1] == -std::numeric_limits<float>::infinity());
+    for (std::size_t i = 4 * b; i + 1 < x.size(); ++i) REQUIRE(std::fabs(x[i]) < x.back());
+  }
+  SUBCASE("torchao: whole blocks only; an odd block size twice its last block (4-bit pairs)") {
+    const std::vector<float> x = inputs_of("torchao.codebook8.signed", "special-blocks");
+    CHECK(x.size() == 5 * 256);
+    const std::vector<float> one = inputs_of("torchao.codebook4.signed", "special-blocks", {{"block_size", 1}});
+    CHECK(one.size() == 6);
+    CHECK(one[4] == 1.7f);
+    CHECK(one[5] == 1.7f);
+  }
+}
+
+TEST_CASE("the default battery of every 1-D block-wise format runs its new inputs and block sizes, none skipped") {
+  for (const char* format : {"torchao.codebook8.signed", "torchao.codebook8.unsigned", "torchao.codebook4.signed",
+                             "torchao.codebook4.unsigned", "torchao.fp8", "fp8.perblock.e4m3", "bnb.blockwise8.dynamic",
+                             "bnb.blockwise8.linear"}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    std::set<std::string> stems;
+    for (const InputRun& run : default_input_runs(f))
+      for_each_reference_case(
+          f, run, 1, {"lowbit test", "test_battery"}, true,
+          [&](const std::string& stem, const Case&) { stems.insert(stem); },
+          [&](const std::string& stem, const std::string& why) { FAIL_CHECK(stem << " skipped: " << why); });
+    CHECK(stems.count("tiny-blocks"));
+    CHECK(stems.count("special-blocks"));
+    CHECK(stems.count("table-edges") == (std::string(format).starts_with("bnb.") ? 1u : 0u));
+    for (std::size_t block : f.battery_block_sizes)
+      for (const char* spec : {"edges", "special-blocks", "normal.n4096.seed5"})
+        CHECK(stems.count(std::string(spec) + ".block_size-" + std::to_string(block)));
+    CHECK(f.battery_block_sizes.size() == 2);
+  }
+}
+
+// ---- the mutants of the new inputs, through lowbit verify ------------------------------------------
+
+namespace {
+
+std::string plugin(const std::string& name) { return std::string(LOWBIT_PLUGIN_DIR) + "/" + name + ".so"; }
+
+// The default battery before issue 28 (1-D block-wise formats): what each mutant below passed.
+std::string old_battery(int block) {
+  return "--input edges --input scaled-edges --input special --input special:n=" + std::to_string(block) +
+         " --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3";
+}
+
+// The cases of a verify run's output that did not conform ("MISMATCH edges: ..." -> "edges").
+std::set<std::string> failing(const std::string& output) {
+  std::set<std::string> out;
+  std::size_t at = 0;
+  while ((at = output.find("MISMATCH ", at)) != std::string::npos) {
+    at += 9;
+    out.insert(output.substr(at, output.find(':', at) - at));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("each mutant of a new input class or parameter value passes the old battery and only the new inputs catch it") {
+  struct Mutant {
+    const char* library;
+    int block;                             // its format's default block size (the old battery's special:n)
+    std::set<std::string> caught_by;       // every case of the default battery (--no-golden) that catches it
+  };
+  const std::string unsigned_map = ".map-dynamic_unsigned";
+  const std::vector<Mutant> mutants = {
+      // the lookup table's cells: division against the reciprocal (subnormal absmaxes too: 1 / a overflows)
+      {"mutant_bnb_division", 4096, {"table-edges", "tiny-blocks", "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
+      // tiny and subnormal absmaxes
+      {"mutant_bnb_zero_subnormal_absmax", 4096, {"tiny-blocks", "tiny-blocks" + unsigned_map}},
+      {"mutant_bnb_flush_subnormal_dequant", 4096, {"tiny-blocks", "tiny-blocks" + unsigned_map}},
+      {"mutant_bnb_flush_subnormal_inputs", 4096, {"tiny-blocks", "tiny-blocks" + unsigned_map}},
+      // blocks of one special value, a tail ending on its largest value
+      {"mutant_bnb_all_nan_absmax", 4096,
+       {"special-blocks", "special-blocks.block_size-64", "special-blocks.block_size-256", "special-blocks" + unsigned_map}},
+      {"mutant_bnb_tail_absmax_short", 4096,
+       {"special-blocks", "special-blocks.block_size-64", "special-blocks.block_size-256", "special-blocks" + unsigned_map}},
+      {"mutant_torchao_fp8_nan_scale_copied", 256,
+       {"special-blocks", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+      {"mutant_perblock_zero_block_sign", 128,
+       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+      {"mutant_torchao_no_clip", 256,
+       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+      // the other block sizes
+      {"mutant_bnb_fixed_block", 4096,
+       {"special-blocks.block_size-64", "normal.n4096.seed5.block_size-64", "special-blocks.block_size-256",
+        "normal.n4096.seed5.block_size-256"}},
+      // the unsigned dynamic map (bitsandbytes' optimizers' second moments)
+      {"mutant_bnb_dequant_nan_positive", 4096, {"special" + unsigned_map, "special-blocks" + unsigned_map}},
+      {"mutant_bnb_grid_double", 4096,
+       {"edges" + unsigned_map, "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
+  };
+  for (const Mutant& m : mutants) {
+    CAPTURE(m.library);
+    const Run before = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden " + old_battery(m.block));
+    CAPTURE(before.output);
+    CHECK(before.code == 0);
+    const Run now = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden");
+    CAPTURE(now.output);
+    CHECK(now.code == 1);
+    CHECK(failing(now.output) == m.caught_by);
+  }
+}
+
+TEST_CASE("every mutant of the bank is caught by the default battery without golden cases") {
+  std::size_t mutants = 0;
+  std::istringstream names(LOWBIT_MUTANT_NAMES);  // the bank as conformance/CMakeLists.txt builds it
+  for (std::string name; names >> name;) {
+    ++mutants;
+    CAPTURE(name);
+    const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
+    CHECK(r.code == 1);
+  }
+  CHECK(mutants == 40);
+}
+
+TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {
+  const std::string kernel = "--kernel " + plugin("reference_plugin") + ":reference.bnb.blockwise8.dynamic --no-golden";
+  const Run ok = lowbit_cli("verify " + kernel + " --param map=dynamic_unsigned --param block_size=256");
+  CAPTURE(ok.output);
+  CHECK(ok.code == 0);
+  // the battery's own block sizes and maps give way to the given ones: each run once
+  CHECK(ok.output.find("ok       edges.block_size-256.map-dynamic_unsigned:") != std::string::npos);
+  CHECK(ok.output.find("block_size-64") == std::string::npos);
+  CHECK(ok.output.find("11 of 11 cases conformant") != std::string::npos);
+  // caught only with the unsigned map: given it, the old inputs catch it too
+  const Run caught = lowbit_cli("verify --kernel " + plugin("mutant_bnb_dequant_nan_positive") +
+                                " --no-golden --input special --param map=dynamic_unsigned");
+  CHECK(caught.code == 1);
+  CHECK(caught.output.find("MISMATCH special.map-dynamic_unsigned:") != std::string::npos);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"nope=1", "lowbit: error: --param nope=1: bnb.blockwise8.dynamic has no parameter 'nope' (its parameters: backend, "
+                 "block_size, cpu_capability, map)\n"},
+      {"block_size=abc", "lowbit: error: --param block_size=abc: block_size takes a number (its default is 4096)\n"},
+      {"map=bogus", "lowbit: error: --param map=bogus: bnb map must be dynamic_signed, dynamic_unsigned, dynamic_signed4, "
+                    "linear_signed or linear_unsigned (got 'bogus')\n"},
+      {"map", "lowbit: error: --param 'map' is not KEY=VALUE\n"},
+  };
+  for (const auto& [item, line] : bad) {
+    const Run r = lowbit_cli("verify " + kernel + " --param " + item);
+    CHECK(r.code == 2);
+    CHECK(r.output == line);
+  }
+  const Run zero = lowbit_cli("verify " + kernel + " --param block_size=0");
+  CHECK(zero.code == 2);
+  CHECK(zero.output.starts_with("lowbit: error: --param block_size=0: "));
+  CHECK(zero.output.find("block_size must be a whole number from 1 to 2147483647 (got 0)") != std::string::npos);
+}
