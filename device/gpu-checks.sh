@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything of the suite that needs a GPU, in one run (under 8 minutes on an H200):
 #   1. lowbit-gpu-checks: the FP8 conversions of cuda_fp8.h on every input, the rcp.approx.ftz table
-#      and its scaling rule, div.full against its model, CUDA's powf against the reference, and our
-#      block-wise kernels' bandwidth against a copy kernel;
+#      and its scaling rule, div.full against its model, CUDA's powf against the reference, bitsandbytes'
+#      CUDA library (its block-wise quantizer, and its 8-bit block-wise Adam, Lion, momentum, RMSprop,
+#      Adagrad and AdEMAMix kernels against our bnb.*8bit.cuda models), and our block-wise kernels'
+#      bandwidth against a copy kernel;
 #   2. each device/gpu-checks.d/*.sh (lowbit verify on the CUDA plugins, ...), given BIN_DIR and OUT_DIR.
 # Writes JSON and Markdown results into OUT_DIR, and summary.md there; exits 1 if anything was not
 # as expected, 2 if it could not run.
@@ -50,7 +52,7 @@ if [[ -f $bnb ]]; then
   done
   checks_args+=(--bnb-library "$bnb")
 else
-  echo "- bitsandbytes CUDA: not run (no $bnb)" >>"$out/summary.md"
+  echo "- bitsandbytes CUDA (quantizer, 8-bit optimizers): not run (no $bnb)" >>"$out/summary.md"
 fi
 # Our CUDA kernels' bandwidth against a copy kernel (the bandwidth group): the block-wise plugin and the
 # per-block E4M3 one, from the pack's plugins/ or the build tree's conformance/plugins/.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The CPU-testable parts of the GPU checks (docs/device/README.md): without a GPU,
 # lowbit-gpu-checks and device/gpu-checks.sh exit 2 with one line saying why; the pack script
-# makes a tree whose programs run from it alone and refuses a missing bitsandbytes library.
+# makes a tree whose programs run from it alone and refuses a missing bitsandbytes library; the bnb
+# group's entry points (the quantizer's and the six 8-bit optimizers') are looked up without a GPU.
 #   usage: test_gpu_checks_cpu.sh SOURCE_DIR BUILD_DIR        (exit 77: skipped, a GPU is present)
 set -uo pipefail
 src=$1 build=$2
@@ -27,6 +28,37 @@ expect "lowbit-gpu-checks --help exits 0" test $? -eq 0
 "$build/bin/lowbit-gpu-checks" --out "$tmp/o" --only nope >/dev/null 2>&1
 expect "an unknown --only group is refused" test $? -ne 0
 
+# The bnb group's entry points, looked up with dlopen and no GPU: a library that lacks them is told so
+# (exit 1, one line each), not a crash; bitsandbytes' own (the project's .venv, when it has the wheel) has all.
+entry_points="cquantize_blockwise_fp32 cdequantize_blockwise_fp32 cadam_8bit_blockwise_grad_fp32 clion_8bit_blockwise_grad_fp32
+cmomentum_8bit_blockwise_grad_fp32 crmsprop_8bit_blockwise_grad_fp32 cadagrad_8bit_blockwise_grad_fp32 cademamix_8bit_blockwise_grad_fp32"
+"$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$build/tools/lib/liblowbit_cuda_runner.so" >"$tmp/stdout" 2>"$tmp/stderr"
+expect "--bnb-entry-points on a library without them exits 1" test $? -eq 1
+expect "... with one 'lacks' line for each of the 8 entry points" test "$(grep -c '^lacks ' "$tmp/stdout")" -eq 8
+for name in $entry_points; do
+  expect "... naming $name" grep -q "^lacks $name\$" "$tmp/stdout"
+done
+"$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$tmp/none.so" >/dev/null 2>"$tmp/stderr"
+expect "--bnb-entry-points on a missing file is refused, naming it" test $? -ne 0 -a -n "$(grep -F "$tmp/none.so" "$tmp/stderr")"
+echo "not a library" >"$tmp/fake.so"
+"$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$tmp/fake.so" >/dev/null 2>"$tmp/stderr"
+expect "--bnb-entry-points on a file that is no library exits 2 with one line naming it" test $? -eq 2 -a "$(wc -l <"$tmp/stderr")" -eq 1 -a -n "$(grep -F "$tmp/fake.so" "$tmp/stderr")"
+"$build/bin/lowbit-gpu-checks" --bnb-entry-points >/dev/null 2>"$tmp/stderr"
+expect "--bnb-entry-points without --bnb-library exits 2" test $? -eq 2
+wheel_lib=$(ls "$src"/.venv/lib/python3*/site-packages/bitsandbytes/libbitsandbytes_cuda130.so 2>/dev/null | head -1)
+if [[ -n $wheel_lib ]]; then
+  "$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$wheel_lib" >"$tmp/stdout" 2>"$tmp/stderr"
+  rc=$?
+  if ((rc == 2)) && grep -q "libcu[a-z]*\.so" "$tmp/stderr"; then
+    echo "skipped: bitsandbytes' library does not load here: $(cat "$tmp/stderr")"
+  else
+    expect "bitsandbytes 0.50.2's libbitsandbytes_cuda130.so has every entry point the bnb group calls" test $rc -eq 0
+    expect "... one 'has' line each" test "$(grep -c '^has ' "$tmp/stdout")" -eq 8
+  fi
+else
+  echo "skipped: no bitsandbytes wheel in $src/.venv (its libbitsandbytes_cuda130.so)"
+fi
+
 cd "$src"
 LOWBIT_BNB_CUDA_LIB=/nonexistent/libbitsandbytes_cuda130.so bash device/pack-gpu-run.sh "$build" "$tmp/pack" \
   >/dev/null 2>"$tmp/stderr"
@@ -47,6 +79,7 @@ expect "the packed lowbit runs from the pack and finds its golden cases" test $?
 bash device/gpu-checks.sh --prefix "$tmp/pack" "$tmp/run" >/dev/null 2>&1
 expect "gpu-checks.sh without a GPU exits 2" test $? -eq 2
 expect "... and its summary records why" grep -q "lowbit-gpu-checks: exit 2" "$tmp/run/summary.md"
+expect "... and that the bitsandbytes quantizer and optimizer steps did not run" grep -q "^- bitsandbytes CUDA (quantizer, 8-bit optimizers): not run" "$tmp/run/summary.md"
 expect "... its generate-and-audit step says it skipped for want of a GPU" grep -q "^skipped: no GPU (" "$tmp/run/kernel-generate-audit.md"
 expect "... and exits 0 so" grep -q "kernel-generate-audit: exit 0" "$tmp/run/summary.md"
 # golden generate and audit through a CUDA kernel without a GPU: one line, exit 2 (issue 14 item 3b)

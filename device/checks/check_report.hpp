@@ -25,7 +25,8 @@ struct CheckContext {
 
 std::vector<Check> fp8_checks(const CheckContext& context);
 std::vector<Check> approx_checks(const CheckContext& context);  // rcp.approx, div.full, powf
-std::vector<Check> bnb_cuda_checks(const CheckContext& context);  // bitsandbytes' CUDA library
+std::vector<Check> bnb_cuda_checks(const CheckContext& context);  // bitsandbytes' CUDA library: the quantizer
+std::vector<Check> bnb_optimizer_checks(const CheckContext& context);  // and its 8-bit block-wise optimizers
 std::vector<Check> bandwidth_checks(const CheckContext& context);  // our block-wise kernels against a copy
 
 }  // namespace lowbit::gpu

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bnb_library.hpp"
 #include "check_report.hpp"
 #include "gpu_runtime.hpp"
 
@@ -38,11 +39,12 @@ std::string markdown(const lowbit::gpu::DeviceInfo& d, const std::string& date, 
 
 int main(int argc, char** argv) {
   CLI::App app{"The GPU measurements of device/gpu-checks.sh: FP8 conversions on every input, rcp.approx, div.full, powf, "
-                "bitsandbytes' CUDA library, our block-wise kernels' bandwidth"};
+                "bitsandbytes' CUDA library (quantizer and 8-bit optimizers), our block-wise kernels' bandwidth"};
   std::string out;
   std::vector<std::string> only;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  app.add_option("--out", out, "folder for gpu-checks.json, gpu-checks.md and the measured table (created)")->required();
+  app.add_option("--out", out, "folder for gpu-checks.json, gpu-checks.md and the measured table (created; required but with "
+                 "--bnb-entry-points)");
   std::string bnb_library, policy_dir;
   std::vector<std::string> kernels_plugins;
   app.add_option("--only", only, "run only these groups")->check(CLI::IsMember({"fp8", "approx", "bnb", "bandwidth"}))->delimiter(',');
@@ -52,9 +54,29 @@ int main(int argc, char** argv) {
                  "our CUDA plugins (cuda_blockwise_plugin.so, whose copy kernel is the yardstick, and others): runs the "
                  "bandwidth group")
       ->check(CLI::ExistingFile);
+  bool entry_points = false;
+  app.add_flag("--bnb-entry-points", entry_points,
+               "with --bnb-library: say which of the entry points the bnb group calls the library has, and exit "
+               "(0: all, 1: one lacking; needs no GPU)");
   app.add_option("--policies", policy_dir, "the tolerance policies (default: ../share/lowbit/policies beside this program)");
   app.add_option("--threads", threads, "host threads for the reference side")->check(CLI::Range(1, 1024));
   CLI11_PARSE(app, argc, argv);
+  if (entry_points) {
+    if (bnb_library.empty()) {
+      fmt::print(stderr, "lowbit-gpu-checks: error: --bnb-entry-points needs --bnb-library\n");
+      return 2;
+    }
+    try {
+      return lowbit::gpu::print_bnb_entry_points(bnb_library);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "lowbit-gpu-checks: error: {}\n", e.what());
+      return 2;
+    }
+  }
+  if (out.empty()) {
+    fmt::print(stderr, "lowbit-gpu-checks: error: --out is required\n");
+    return 2;
+  }
   auto wanted = [&](const std::string& g) { return only.empty() || std::find(only.begin(), only.end(), g) != only.end(); };
 
   lowbit::gpu::DeviceInfo device;
@@ -84,6 +106,7 @@ int main(int argc, char** argv) {
     if (wanted("bnb")) {
       if (bnb_library.empty()) fmt::print(stderr, "lowbit-gpu-checks: bnb group skipped: no --bnb-library\n");
       for (Check& c : lowbit::gpu::bnb_cuda_checks(context)) checks.push_back(std::move(c));
+      for (Check& c : lowbit::gpu::bnb_optimizer_checks(context)) checks.push_back(std::move(c));
     }
     if (wanted("bandwidth")) {
       if (kernels_plugins.empty()) fmt::print(stderr, "lowbit-gpu-checks: bandwidth group skipped: no --kernels-plugin\n");
