@@ -57,4 +57,11 @@ bool is_zero_bits(DType d, std::uint64_t b) {
   }
 }
 
+bool flushed_alone(DType d, std::uint64_t expected, std::uint64_t actual, double expected_value, double rounded) {
+  if (!is_zero_bits(d, actual) || !is_subnormal_bits(d, expected)) return false;
+  const std::uint64_t sign = d == DType::F32 ? 0x80000000u : d == DType::F16 || d == DType::BF16 ? 0x8000u : 0x80u;
+  const bool smallest = (expected & ~sign) == 1;
+  return !(smallest && std::fabs(rounded) > 0 && std::fabs(rounded) < std::fabs(expected_value));
+}
+
 }  // namespace lowbit

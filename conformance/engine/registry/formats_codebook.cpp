@@ -134,32 +134,61 @@ std::optional<CodeContext> code_context(const Case& e, const Case& a, const std:
   return CodeContext{want, got, input, scale->f32(), block_map(e, "codes")};
 }
 
-// In this order: the other arithmetic (it says what the kernel computed: never a tie then), a
-// flushed subnormal input, a tie or near-boundary between neighbouring codes, else genuine; each with
-// the element's input, scaled value and block scale.
+// A class names a cause only where that cause alone explains the element (docs/tolerance-policy.md).
+// Where two known causes explain it (a tie that the other arithmetic also lands on the other side of;
+// a zero next to the smallest subnormal, which a flush and a rounding both give), the element takes
+// the one the kernel's unambiguous elements of the same tensor show: the other arithmetic only if it
+// explains some differing code that is no tie, a flush only if some zero is one that no rounding
+// reaches. A ties-away kernel's codes are then ties, a reciprocal kernel's the variant, a truncating
+// kernel's zeros no flush, a flushing kernel's all flushes.
+struct Evidence {
+  bool other_arithmetic = false;
+  bool flush = false;
+};
+
+// In this order: codes that agree (a dequantized value that differs from the same code: nothing the
+// codes say; the comparison's own check of a flushed value applies), a tie (the reference's y exactly
+// on the boundary between the two codes, or on the format's own boundary test) unless the evidence
+// says other arithmetic, the other arithmetic, a flushed subnormal input, near-boundary between
+// neighbouring codes, else genuine; each with the element's input, scaled value and block scale.
 ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::string& tensor, Arithmetic arith) {
   const auto c = code_context(e, a, tensor);
   const Tensor* qmap = e.find("qmap");
   if (!c || !qmap) return {};
-  return [c = *c, q = qmap->f32(), arith = std::move(arith)](std::size_t i) -> Explanation {
+  // the element's explanation, and whether the other arithmetic reproduces it off a tie
+  auto classify = [c = *c, q = qmap->f32(), arith = std::move(arith)](std::size_t i, const Evidence& ev,
+                                                                      bool* other_off_tie) -> Explanation {
     Explanation why;
     float x = 0, s = 0;
     if (!c.context(i, arith, why, x, s)) return why;
     const int ce = c.expected->bytes[i], ca = c.actual->bytes[i];
-    if (static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return why;
-    if (c.other_arithmetic(arith, x, s, ce, ca)) {
+    if (ce == ca || static_cast<std::size_t>(std::max(ce, ca)) >= q.size()) return why;
+    std::optional<Explanation> neighbours;
+    if (std::abs(ce - ca) == 1) {
+      const float lo = q[std::min(ce, ca)], hi = q[std::max(ce, ca)], y = arith.normalize(x, s);
+      neighbours = with_context(explain_neighbours(y, lo, hi), why);
+      if (arith.on_boundary && arith.on_boundary(y, lo, hi)) neighbours->cls = MismatchClass::Tie;
+    }
+    const bool tie = neighbours && neighbours->cls == MismatchClass::Tie;
+    const bool other = c.other_arithmetic(arith, x, s, ce, ca);
+    if (other_off_tie) *other_off_tie = other && !tie;
+    if (tie && !(other && ev.other_arithmetic)) return *neighbours;
+    if (other) {
       why.cls = MismatchClass::ArithmeticVariant;
       why.variant = arith.other_name;
     } else if (c.input_flushed(i, arith, x, s, ce, ca)) {
       why.cls = MismatchClass::FlushedSubnormal;
-    } else if (std::abs(ce - ca) == 1) {
-      const float lo = q[std::min(ce, ca)], hi = q[std::max(ce, ca)], y = arith.normalize(x, s);
-      Explanation n = explain_neighbours(y, lo, hi);
-      if (arith.on_boundary && arith.on_boundary(y, lo, hi)) n.cls = MismatchClass::Tie;
-      return with_context(n, why);
+    } else if (neighbours) {
+      return *neighbours;
     }
     return why;
   };
+  Evidence ev;
+  const std::vector<std::uint8_t>& want = c->expected->bytes;
+  const std::vector<std::uint8_t>& got = c->actual->bytes;
+  for (std::size_t i = 0; i < want.size() && !ev.other_arithmetic; ++i)
+    if (want[i] != got[i]) classify(i, ev, &ev.other_arithmetic);
+  return [classify = std::move(classify), ev](std::size_t i) { return classify(i, ev, nullptr); };
 }
 
 ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::string& tensor, fp8::Policy cast) {
@@ -167,24 +196,43 @@ ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::st
   if (!c) return {};
   using fp8::E4M3FN;
   const Arithmetic arith = division([cast](float y) { return fp8::encode_nearest_even<E4M3FN>(y, cast); });
-  return [c = *c, arith](std::size_t i) -> Explanation {
+  auto classify = [c = *c, arith](std::size_t i, const Evidence& ev, Evidence* seen) -> Explanation {
     Explanation why;
     float x = 0, s = 0;
     if (!c.context(i, arith, why, x, s)) return why;
     const std::uint8_t ce = c.expected->bytes[i], ca = c.actual->bytes[i];
-    if (E4M3FN::is_nan(ce) || E4M3FN::is_nan(ca)) return why;
-    if (c.other_arithmetic(arith, x, s, ce, ca)) {
+    if (ce == ca || E4M3FN::is_nan(ce) || E4M3FN::is_nan(ca)) return why;
+    std::optional<Explanation> neighbours;
+    if (std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) == 1) {
+      const double ve = fp8::decode<E4M3FN>(ce), va = fp8::decode<E4M3FN>(ca);
+      neighbours = with_context(explain_neighbours(*why.scaled, std::min(ve, va), std::max(ve, va)), why);
+    }
+    const bool tie = neighbours && neighbours->cls == MismatchClass::Tie;
+    const bool other = c.other_arithmetic(arith, x, s, ce, ca);
+    const bool alone = flushed_alone(DType::F8_E4M3, ce, ca, fp8::decode<E4M3FN>(ce), *why.scaled);
+    const bool zero_for_subnormal = is_zero_bits(DType::F8_E4M3, ca) && is_subnormal_bits(DType::F8_E4M3, ce);
+    if (seen) {
+      seen->other_arithmetic |= other && !tie;
+      seen->flush |= alone;
+    }
+    const bool flushed = alone || (ev.flush && zero_for_subnormal) || c.input_flushed(i, arith, x, s, ce, ca);
+    if (tie && !(other && ev.other_arithmetic) && !(flushed && ev.flush)) return *neighbours;
+    if (other) {
       why.cls = MismatchClass::ArithmeticVariant;
       why.variant = arith.other_name;
-    } else if ((is_zero_bits(DType::F8_E4M3, ca) && is_subnormal_bits(DType::F8_E4M3, ce)) ||
-               c.input_flushed(i, arith, x, s, ce, ca)) {
+    } else if (flushed) {
       why.cls = MismatchClass::FlushedSubnormal;  // the dequant tensor's view of a flushed code, or a flushed input
-    } else if (std::abs(fp8::code_ordinal(ce) - fp8::code_ordinal(ca)) == 1) {
-      const double ve = fp8::decode<E4M3FN>(ce), va = fp8::decode<E4M3FN>(ca);
-      return with_context(explain_neighbours(*why.scaled, std::min(ve, va), std::max(ve, va)), why);
+    } else if (neighbours) {
+      return *neighbours;
     }
     return why;
   };
+  Evidence ev;
+  const std::vector<std::uint8_t>& want = c->expected->bytes;
+  const std::vector<std::uint8_t>& got = c->actual->bytes;
+  for (std::size_t i = 0; i < want.size() && !(ev.other_arithmetic && ev.flush); ++i)
+    if (want[i] != got[i]) classify(i, Evidence{}, &ev);
+  return [classify = std::move(classify), ev](std::size_t i) { return classify(i, ev, nullptr); };
 }
 
 // torchao.fp8's block scale computed as amax * (1 / 448), as a kernel that keeps the rounded reciprocal

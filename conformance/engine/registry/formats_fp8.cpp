@@ -47,9 +47,12 @@ std::vector<Tensor> run_cast(const Case& in, const nlohmann::json& params, Overf
 }
 
 // codes and dequant: element i is the cast of input i. A zero where the expected code is a subnormal
-// (the dequant tensor's view of a flushed code; the codes tensor's own is classed by the comparison)
-// or where the input is a subnormal of its dtype is a flush; neighbouring codes are a tie or near the
-// boundary; the input is recorded (a cast has no scale: the value it rounds is the input itself).
+// that rounding could not reach (flushed_alone; the dequant tensor's view of a flushed code too), or,
+// once the tensor shows such a flush, any zero for a subnormal, or a zero where the input is a
+// subnormal of its dtype, is a flush; neighbouring codes are a tie or near the boundary; the input is
+// recorded (a cast has no scale: the value it rounds is the input itself). A class names a cause only
+// where it alone explains the element, or where the kernel's unambiguous elements show that cause
+// (formats_codebook.cpp, Evidence).
 template <class Format>
 ElementExplainer cast_explainer(const Case& expected, const Case& actual, const std::string& tensor) {
   const Tensor* want = expected.find("codes");
@@ -57,7 +60,14 @@ ElementExplainer cast_explainer(const Case& expected, const Case& actual, const 
   const Tensor* input = expected.find("input");
   if ((tensor != "codes" && tensor != "dequant") || !want || !got || !input || got->bytes.size() != want->bytes.size())
     return {};
-  return [want, got, input](std::size_t i) -> Explanation {
+  // whether some zero of the tensor is a flush that no rounding reaches
+  bool flush_seen = false;
+  for (std::size_t i = 0; i < want->bytes.size() && i < input->element_count() && !flush_seen; ++i) {
+    const std::uint8_t e = want->bytes[i], a = got->bytes[i];
+    flush_seen = e != a && !Format::is_nan(e) && !Format::is_inf(e) &&
+                 flushed_alone(Format::code_dtype, e, a, fp8::decode<Format>(e), input->value_as_float(i));
+  }
+  return [want, got, input, flush_seen](std::size_t i) -> Explanation {
     Explanation why;
     if (i >= want->bytes.size() || i >= input->element_count()) return why;
     const float x = input->value_as_float(i);
@@ -65,8 +75,9 @@ ElementExplainer cast_explainer(const Case& expected, const Case& actual, const 
     const std::uint8_t e = want->bytes[i], a = got->bytes[i];
     if (Format::is_nan(e) || Format::is_nan(a) || Format::is_inf(e) || Format::is_inf(a)) return why;
     const bool actual_zero = is_zero_bits(Format::code_dtype, a);
-    if (actual_zero && (is_subnormal_bits(Format::code_dtype, e) ||
-                        (!is_zero_bits(Format::code_dtype, e) && is_subnormal_bits(input->dtype, input->bits_at(i))))) {
+    if (flushed_alone(Format::code_dtype, e, a, fp8::decode<Format>(e), x) ||
+        (flush_seen && actual_zero && is_subnormal_bits(Format::code_dtype, e)) ||
+        (actual_zero && !is_zero_bits(Format::code_dtype, e) && is_subnormal_bits(input->dtype, input->bits_at(i)))) {
       why.cls = MismatchClass::FlushedSubnormal;
       return why;
     }

@@ -59,4 +59,10 @@ Explanation explain_neighbours(double y, double lo, double hi);
 bool is_subnormal_bits(DType d, std::uint64_t b);
 bool is_zero_bits(DType d, std::uint64_t b);
 
+// Whether a zero (actual) where a subnormal was expected is a flush alone: not where rounding reaches
+// zero as well, that is where the expected element is the smallest subnormal and the value the
+// quantizer rounded lies strictly between zero and it (a kernel rounding toward zero, or through a
+// narrower format first): zero is its neighbour there, and the pair is a tie or near the boundary.
+bool flushed_alone(DType d, std::uint64_t expected, std::uint64_t actual, double expected_value, double rounded);
+
 }  // namespace lowbit

@@ -1,0 +1,208 @@
+// Element classes name a cause only where that cause alone explains the element (issue 28): wrong
+// kernels computed here, each by its own arithmetic (not the mutants', not the diagnosis' variants),
+// compared with the reference on the battery's boundary inputs. A ties-away or ties-down kernel's
+// codes are ties (never the reciprocal, which also lands on the other side of a midpoint); a
+// truncating or f16-double-rounding cast's zeros are not flushes where rounding reaches zero; a
+// dequantized value flushed to zero, its code right, is a flush (never an arithmetic variant); a
+// bitsandbytes table-index rounding bug is not called a division.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "lowbit/codebook.hpp"
+#include "lowbit/compare.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
+#include "lowbit/generators.hpp"
+
+using namespace lowbit;
+
+namespace {
+
+Case reference_on(const std::string& format, const std::vector<float>& x) {
+  const FormatSpec& f = *find_format(format);
+  Case c;
+  c.metadata["format"] = format;
+  c.metadata["params"] = f.default_params.dump();
+  c.add(Tensor::from_f32("input", {static_cast<std::int64_t>(x.size())}, x));
+  if (f.auxiliary_inputs)
+    for (Tensor& t : f.auxiliary_inputs(f.default_params)) c.add(std::move(t));
+  return run_reference(f, c);
+}
+
+Case reference_on(const std::string& format, const std::string& spec) {
+  const FormatSpec& f = *find_format(format);
+  return reference_on(format, generate_inputs(parse_input_spec(spec), f, f.default_params));
+}
+
+// The case with its codes replaced and its dequant made from them by the format's dequantizer.
+Case with_codes(const Case& e, const std::vector<std::uint8_t>& codes) {
+  Case a = e;
+  const Tensor& old = e.require("codes");
+  a.add(Tensor::from_bytes("codes", old.dtype, old.shape, codes));
+  const FormatSpec& f = *find_format(e.format());
+  a.add(Tensor::from_f32("dequant", e.require("dequant").shape, f.dequantize(a, resolve_params(f, e.params()))));
+  return a;
+}
+
+std::uint64_t count(const TensorComparison& t, MismatchClass c) { return t.by_class[static_cast<std::size_t>(c)]; }
+
+const TensorComparison& tensor(const ComparisonReport& r, const std::string& name) {
+  for (const TensorComparison& t : r.tensors)
+    if (t.name == name) return t;
+  FAIL("no tensor " << name);
+  return r.tensors.front();
+}
+
+float e4m3(std::uint8_t c) { return fp8::decode<fp8::E4M3FN>(c); }
+
+// The E4M3 code of |y| rounded toward zero: the largest magnitude whose value is at most |y|
+// (saturating at 448), found by walking the codes in order.
+std::uint8_t e4m3_toward_zero(float y) {
+  const auto sign = static_cast<std::uint8_t>(std::signbit(y) ? 0x80 : 0);
+  std::uint8_t m = 0;
+  while (m < 0x7E && e4m3(static_cast<std::uint8_t>(m + 1)) <= std::fabs(y)) ++m;
+  return sign | m;
+}
+
+}  // namespace
+
+TEST_CASE("ties away from zero on torchao.fp8's scaled edges: every differing code is a tie, none a reciprocal") {
+  const Case e = reference_on("torchao.fp8", "scaled-edges");
+  const std::vector<float> x = e.require("input").f32(), s = e.require("scale").f32();
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  const std::size_t block = 256;
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const float y = x[i] / s[i / block];
+    const std::uint8_t m = codes[i] & 0x7F;
+    if (std::isnan(y) || m >= 0x7E) continue;
+    // the exact midpoint between the code nearest even and the next magnitude up: away from zero
+    const double mid = (double(e4m3(m)) + double(e4m3(static_cast<std::uint8_t>(m + 1)))) / 2;
+    if (std::fabs(double(y)) == mid) {
+      codes[i] = static_cast<std::uint8_t>((codes[i] & 0x80) | (m + 1));
+      ++moved;
+    }
+  }
+  REQUIRE(moved > 100);
+  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+  const TensorComparison& c = tensor(r, "codes");
+  CHECK(c.mismatches == moved);
+  CHECK(count(c, MismatchClass::Tie) == moved);
+  CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
+  CHECK(count(tensor(r, "dequant"), MismatchClass::Tie) == moved);
+}
+
+TEST_CASE("ties down on torchao's codebook: ties on its own test or the exact midpoint, none a reciprocal") {
+  const Case e = reference_on("torchao.codebook8.signed", "scaled-edges");
+  const std::vector<float> x = e.require("input").f32(), s = e.require("scale").f32(), q = e.require("qmap").f32();
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const float y = x[i] / s[i / 256];
+    const std::size_t c = codes[i];
+    if (c == 0) continue;
+    // torchao's own test with ties down: the code below where y - lo equals half the gap exactly
+    const float lo = q[c - 1], hi = q[c];
+    if (y - lo == (hi - lo) * 0.5f || double(y) == (double(lo) + double(hi)) / 2) {
+      codes[i] = static_cast<std::uint8_t>(c - 1);
+      ++moved;
+    }
+  }
+  REQUIRE(moved > 100);
+  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+  const TensorComparison& c = tensor(r, "codes");
+  CHECK(c.mismatches == moved);
+  CHECK(count(c, MismatchClass::Tie) == moved);
+  CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
+}
+
+TEST_CASE("rounding toward zero and double rounding through f16: zeros within rounding reach are no flush") {
+  const Case e = reference_on("fp8.e4m3fn.satfinite", "edges");
+  const std::vector<float> x = e.require("input").f32();
+  SUBCASE("toward zero") {
+    std::vector<std::uint8_t> codes = e.require("codes").u8();
+    for (std::size_t i = 0; i < codes.size(); ++i)
+      if (std::isfinite(x[i])) codes[i] = e4m3_toward_zero(x[i]);
+    const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+    const TensorComparison& c = tensor(r, "codes");
+    REQUIRE(c.mismatches > 0);
+    CHECK(count(c, MismatchClass::FlushedSubnormal) == 0);
+    CHECK(count(tensor(r, "dequant"), MismatchClass::FlushedSubnormal) == 0);
+    // what is a tie is an input exactly on the midpoint the reference rounded up from
+    for (const MismatchRecord& m : c.first_mismatches)
+      if (m.why.cls == MismatchClass::Tie) CHECK(m.why.boundary == m.why.input);
+  }
+  SUBCASE("through f16") {
+    std::vector<std::uint8_t> codes = e.require("codes").u8();
+    std::size_t zeroed = 0;
+    for (std::size_t i = 0; i < codes.size(); ++i) {
+      const auto h = static_cast<_Float16>(x[i]);  // the compiler's float -> f16, round to nearest even
+      codes[i] = fp8::encode_nearest_even<fp8::E4M3FN>(static_cast<float>(h), fp8::cuda_satfinite());
+      zeroed += (codes[i] & 0x7F) == 0 && (e.require("codes").bytes[i] & 0x7F) != 0;
+    }
+    REQUIRE(zeroed > 0);  // x just above half the smallest subnormal rounds onto it in f16, then to even: zero
+    const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+    CHECK(tensor(r, "codes").mismatches > 0);
+    CHECK(count(tensor(r, "codes"), MismatchClass::FlushedSubnormal) == 0);
+  }
+  SUBCASE("a kernel that does flush: its zeros no rounding reaches show it, and then every zero is a flush") {
+    std::vector<std::uint8_t> codes = e.require("codes").u8();
+    for (std::uint8_t& c : codes)
+      if ((c & 0x78) == 0) c &= 0x80;
+    const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+    const TensorComparison& c = tensor(r, "codes");
+    CHECK(c.mismatches > 0);
+    CHECK(count(c, MismatchClass::FlushedSubnormal) == c.mismatches);
+    CHECK(count(tensor(r, "dequant"), MismatchClass::FlushedSubnormal) == c.mismatches);
+  }
+  SUBCASE("the reciprocal on torchao.fp8: its codes off a tie show it, so its codes on a tie are the variant too") {
+    const Case s = reference_on("torchao.fp8", "scaled-edges");
+    const std::vector<float> in = s.require("input").f32(), scale = s.require("scale").f32();
+    std::vector<std::uint8_t> codes = s.require("codes").u8();
+    for (std::size_t i = 0; i < codes.size(); ++i)
+      codes[i] = fp8::encode_nearest_even<fp8::E4M3FN>(in[i] * (1.0f / scale[i / 256]), fp8::torch_eager<fp8::E4M3FN>());
+    const TensorComparison& c = tensor(compare_cases(s, with_codes(s, codes), TolerancePolicy{}), "codes");
+    CHECK(c.mismatches > 100);
+    CHECK(count(c, MismatchClass::ArithmeticVariant) == c.mismatches);
+  }
+}
+
+TEST_CASE("bnb.blockwise8: a dequantized value flushed to zero, its code right, is a flush, never a division") {
+  // blocks of tiny values: qmap entries times an absmax of 1e-36 are float32 subnormals
+  std::vector<float> x;
+  for (int i = 0; i < 4096; ++i) x.push_back(1e-36f * std::sin(0.37f * static_cast<float>(i)));
+  const Case e = reference_on("bnb.blockwise8.dynamic", x);
+  Case a = e;
+  std::vector<float> d = e.require("dequant").f32();
+  std::size_t flushed = 0;
+  for (float& v : d)
+    if (v != 0.0f && std::fpclassify(v) == FP_SUBNORMAL) {
+      v = std::copysign(0.0f, v);
+      ++flushed;
+    }
+  REQUIRE(flushed > 10);
+  a.add(Tensor::from_f32("dequant", e.require("dequant").shape, d));
+  const TensorComparison& t = tensor(compare_cases(e, a, TolerancePolicy{}), "dequant");
+  CHECK(t.mismatches == flushed);
+  CHECK(count(t, MismatchClass::FlushedSubnormal) == flushed);
+}
+
+TEST_CASE("bnb.blockwise8: the CPU table indexed without its rounding half is never called a division") {
+  const Case e = reference_on("bnb.blockwise8.dynamic", "scaled-edges");
+  const std::vector<float> x = e.require("input").f32(), s = e.require("scale").f32(), q = e.require("qmap").f32();
+  const codebook::BnbCpuLut lut(q);
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const float a = s[i / 4096];
+    if (!std::isfinite(a) || a == 0.0f || std::isnan(x[i])) continue;
+    const float y = std::clamp(x[i] * (1.0f / a), -1.0f, 1.0f);
+    codes[i] = lut.table()[static_cast<std::size_t>((y + 1.0f) * 0.5f * 65535.0f)];  // the cell below, not the nearest
+  }
+  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+  const TensorComparison& c = tensor(r, "codes");
+  REQUIRE(c.mismatches > 100);
+  CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
+}
