@@ -206,3 +206,27 @@ TEST_CASE("bnb.blockwise8: the CPU table indexed without its rounding half is ne
   REQUIRE(c.mismatches > 100);
   CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
 }
+
+TEST_CASE("torchao 4-bit: packed bytes that only repeat a codes mismatch follow it; a packed byte wrong alone is genuine") {
+  const Case e = reference_on("torchao.codebook4.signed", "normal:n=4096,seed=1");
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  // one code of each of 40 pairs moved to its neighbour, and the pairs packed again as torchao packs
+  // them (codes[::2] << 4 | codes[1::2]), by hand
+  for (std::size_t i = 3; i < 3 + 40 * 97; i += 97) codes[i] = codes[i] == 15 ? 14 : codes[i] + 1;
+  Case a = e;
+  a.add(Tensor::from_bytes("codes", DType::U8, e.require("codes").shape, codes));
+  std::vector<std::uint8_t> packed(codes.size() / 2);
+  for (std::size_t j = 0; j < packed.size(); ++j) packed[j] = static_cast<std::uint8_t>(codes[2 * j] << 4 | codes[2 * j + 1]);
+  a.add(Tensor::from_bytes("codes_packed", DType::U8, e.require("codes_packed").shape, packed));
+  // and one packed byte wrong where its codes are right
+  packed[2] ^= 0x01;  // codes 4 and 5: not moved
+  a.add(Tensor::from_bytes("codes_packed", DType::U8, e.require("codes_packed").shape, packed));
+  const ComparisonReport r = compare_cases(e, a, TolerancePolicy{});
+  const TensorComparison& p = tensor(r, "codes_packed");
+  CHECK(tensor(r, "codes").mismatches == 40);
+  CHECK(p.mismatches == 41);
+  CHECK(count(p, MismatchClass::FollowsCodes) == 40);
+  CHECK(count(p, MismatchClass::Genuine) == 1);
+  CHECK(p.allowed == 40);  // judged once, in the codes tensor
+  CHECK_FALSE(r.conformant);
+}

@@ -58,6 +58,8 @@ bool allowed_by(const TolerancePolicy& p, const Explanation& why) {
     case MismatchClass::Tie: return p.allow_ties;
     case MismatchClass::NearBoundary: return why.boundary_ulps <= p.boundary_ulps;
     case MismatchClass::ScalePropagated: return p.allow_scale_propagated;
+    // the codes element it repeats is judged in the codes tensor of the same case: no second verdict
+    case MismatchClass::FollowsCodes: return true;
     case MismatchClass::LibraryRounding: return p.allow_library_rounding;
     case MismatchClass::ArithmeticVariant:
     case MismatchClass::FlushedSubnormal:

@@ -10,6 +10,7 @@ std::string_view mismatch_class_name(MismatchClass c) {
     case MismatchClass::Tie: return "tie";
     case MismatchClass::NearBoundary: return "near-boundary";
     case MismatchClass::ScalePropagated: return "scale-propagated";
+    case MismatchClass::FollowsCodes: return "follows-codes";
     case MismatchClass::LibraryRounding: return "library-rounding";
     case MismatchClass::ArithmeticVariant: return "arithmetic-variant";
     case MismatchClass::FlushedSubnormal: return "flushed-subnormal";

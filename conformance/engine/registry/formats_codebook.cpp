@@ -235,6 +235,26 @@ ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::st
   return [classify = std::move(classify), ev](std::size_t i) { return classify(i, ev, nullptr); };
 }
 
+// torchao's packed 4-bit codes (byte j = codes[2j] << 4 | codes[2j + 1]): a byte that is the packing of
+// the actual codes, where one of them differs from the expected, only repeats that codes mismatch
+// (follows-codes: the codes tensor's own class and verdict are the element's); else genuine.
+ElementExplainer packed_explainer(const Case& e, const Case& a) {
+  const Tensor* want = e.find("codes");
+  const Tensor* got = a.find("codes");
+  const Tensor* packed = a.find("codes_packed");
+  if (!want || !got || !packed || want->dtype != DType::U8 || got->dtype != DType::U8 || packed->dtype != DType::U8 ||
+      got->bytes.size() != want->bytes.size() || packed->bytes.size() * 2 != want->bytes.size())
+    return {};
+  return [w = &want->bytes, g = &got->bytes, p = &packed->bytes](std::size_t j) -> Explanation {
+    Explanation why;
+    if (2 * j + 1 >= g->size()) return why;
+    const std::uint8_t hi = (*g)[2 * j], lo = (*g)[2 * j + 1];
+    const bool repeats = hi < 16 && lo < 16 && (*p)[j] == static_cast<std::uint8_t>(hi << 4 | lo);
+    if (repeats && (hi != (*w)[2 * j] || lo != (*w)[2 * j + 1])) why.cls = MismatchClass::FollowsCodes;
+    return why;
+  };
+}
+
 // torchao.fp8's block scale computed as amax * (1 / 448), as a kernel that keeps the rounded reciprocal
 // of 448 does, where torchao divides amax by 448: an entry is that arithmetic variant when the expected
 // scale is RN(amax / 448) and the actual one RN(amax * RN(1 / 448)), amax being the block's clipped
@@ -365,6 +385,7 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
     return out;
   };
   f.explain = [](const Case& e, const Case& a, const std::string& tensor) {
+    if (tensor == "codes_packed") return packed_explainer(e, a);
     const std::vector<float> q = e.find("qmap") ? e.find("qmap")->f32() : std::vector<float>{};
     if (q.size() != 16 && q.size() != 256) return ElementExplainer{};
     Arithmetic arith = division([q](float y) { return codebook::torchao_search(y, q); });

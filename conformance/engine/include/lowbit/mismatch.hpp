@@ -17,6 +17,7 @@ enum class MismatchClass {
   Tie,
   NearBoundary,
   ScalePropagated,
+  FollowsCodes,       // a stored form of the codes (torchao's packed 4-bit pairs) that only repeats a codes mismatch
   LibraryRounding,
   ArithmeticVariant,  // another arithmetic (reciprocal, unfused multiply-add) reproduces the actual bits
   FlushedSubnormal,   // zero where a subnormal was expected, or a subnormal input taken as zero
@@ -25,8 +26,8 @@ enum class MismatchClass {
 };
 inline constexpr MismatchClass kMismatchClasses[] = {
     MismatchClass::Tie,          MismatchClass::NearBoundary,      MismatchClass::ScalePropagated,
-    MismatchClass::LibraryRounding, MismatchClass::ArithmeticVariant, MismatchClass::FlushedSubnormal,
-    MismatchClass::NanEncoding,  MismatchClass::Genuine};
+    MismatchClass::FollowsCodes, MismatchClass::LibraryRounding,   MismatchClass::ArithmeticVariant,
+    MismatchClass::FlushedSubnormal, MismatchClass::NanEncoding,   MismatchClass::Genuine};
 std::string_view mismatch_class_name(MismatchClass c);
 
 struct Explanation {
