@@ -39,6 +39,7 @@ Blocks blocks_of(const Case& c);
 
 void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // casts, torchao.fp8, fp8.perblock
 void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // torchao codebooks, bnb.blockwise8
+void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // coat.act.pergroup, coat.act.perblock
 void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out);     // another value of a parameter
 void add_tail_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // a partial last block left unwritten
 

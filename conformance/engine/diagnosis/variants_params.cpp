@@ -23,7 +23,9 @@ const std::vector<KnownValues>& known_values() {
       {"cpu_capability", {"avx2", "avx512", "default"}, "torch CPU capability"},
       {"overflow", {"satfinite", "nan", "inf"}, "overflow rule"},
       {"nan_encoding", {"torch", "cuda", "ml_dtypes"}, "NaN encoding"},
-      {"nan_widening", {"quiet", "c10"}, "NaN widening"}};
+      {"nan_widening", {"quiet", "c10"}, "NaN widening"},
+      {"division", {"ieee", "div-full"}, "COAT division"},
+      {"casts", {"gpu", "triton-interpreter"}, "COAT casts"}};
   return v;
 }
 
@@ -32,6 +34,7 @@ std::string note(const std::string& key, const std::string& value) {
   if (key == "cpu_capability" && value == "default") return " (torch's scalar kernels: multiply-adds not fused)";
   if (key == "backend" && value == "cuda-ieee") return " (the CUDA kernel's search)";
   if (key == "backend" && value == "default") return " (the pure-PyTorch back end)";
+  if (key == "division" && value == "div-full") return " (the GPU's div.full.f32: a * rcp.approx(b))";
   return "";
 }
 
