@@ -56,6 +56,20 @@ const TensorComparison& tensor(const ComparisonReport& r, const std::string& nam
   return r.tensors.front();
 }
 
+// The kernel's codes (`moved` of them off the reference's, each on a tie) compared: every differing
+// code and dequantized value a tie, none the reciprocal.
+void check_all_ties(const Case& e, const std::vector<std::uint8_t>& codes, std::size_t moved) {
+  REQUIRE(moved > 100);
+  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+  for (const char* name : {"codes", "dequant"}) {
+    CAPTURE(name);
+    const TensorComparison& t = tensor(r, name);
+    CHECK(t.mismatches == moved);
+    CHECK(count(t, MismatchClass::Tie) == moved);
+    CHECK(count(t, MismatchClass::ArithmeticVariant) == 0);
+  }
+}
+
 float e4m3(std::uint8_t c) { return fp8::decode<fp8::E4M3FN>(c); }
 
 // The E4M3 code of |y| rounded toward zero: the largest magnitude whose value is at most |y|
@@ -86,13 +100,7 @@ TEST_CASE("ties away from zero on torchao.fp8's scaled edges: every differing co
       ++moved;
     }
   }
-  REQUIRE(moved > 100);
-  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
-  const TensorComparison& c = tensor(r, "codes");
-  CHECK(c.mismatches == moved);
-  CHECK(count(c, MismatchClass::Tie) == moved);
-  CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
-  CHECK(count(tensor(r, "dequant"), MismatchClass::Tie) == moved);
+  check_all_ties(e, codes, moved);
 }
 
 TEST_CASE("ties down on torchao's codebook: ties on its own test or the exact midpoint, none a reciprocal") {
@@ -111,12 +119,7 @@ TEST_CASE("ties down on torchao's codebook: ties on its own test or the exact mi
       ++moved;
     }
   }
-  REQUIRE(moved > 100);
-  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
-  const TensorComparison& c = tensor(r, "codes");
-  CHECK(c.mismatches == moved);
-  CHECK(count(c, MismatchClass::Tie) == moved);
-  CHECK(count(c, MismatchClass::ArithmeticVariant) == 0);
+  check_all_ties(e, codes, moved);
 }
 
 TEST_CASE("rounding toward zero and double rounding through f16: zeros within rounding reach are no flush") {

@@ -14,27 +14,29 @@ namespace lowbit::diagnosis {
 
 namespace {
 
-// The case quantized again from each group's fp32 scale S as the reference computes it, with
-// scale_of(S, the group holds a NaN) for S and scaled(x, s) for the value the cast rounds; the stored
-// scale made from it as the reference stores one (bf16 or f32).
+// Each group's fp32 scale S as the reference computes it: its stored scale when run with scale_dtype f32.
+std::vector<float> fp32_scales(const FormatSpec& f, const Case& e, const nlohmann::json& p) {
+  nlohmann::json params = p;
+  params["scale_dtype"] = "f32";
+  for (const Tensor& t : f.run(e, params, 1))
+    if (t.name == "scale") return t.f32();
+  return {};
+}
+
+// The case quantized again from each group's fp32 scale S as the reference computes it, NaN where the
+// group holds one when keeps_nan, the codes from x * (1/S) when reciprocal (else COAT's division); the
+// stored scale made from S as the reference stores one (bf16 or f32).
 std::optional<Case> requantized_groups(const FormatSpec& f, const Case& e, const nlohmann::json& p, bool keeps_nan,
                                        bool reciprocal) {
-  nlohmann::json f32 = p;
-  f32["scale_dtype"] = "f32";
-  std::vector<float> s;
-  for (const Tensor& t : f.run(e, f32, 1))
-    if (t.name == "scale") s = t.f32();
   const Tensor& input = e.require("input");
   const Tensor& old_scale = e.require("scale");
   const Tensor& old_codes = e.require("codes");
   const BlockMap groups = block_map(e, "codes");
+  std::vector<float> s = fp32_scales(f, e, p);
   if (s.size() != old_scale.element_count() || old_codes.bytes.size() != input.element_count()) return std::nullopt;
-  std::vector<bool> has_nan(s.size());
-  for (std::size_t i = 0; i < input.element_count(); ++i)
-    if (std::isnan(input.value_as_float(i))) has_nan.at(groups.block_of(i)) = true;
-  if (keeps_nan)
-    for (std::size_t g = 0; g < s.size(); ++g)
-      if (has_nan[g]) s[g] = std::numeric_limits<float>::quiet_NaN();
+  // torch.amax's rule: a group holding a NaN gets a NaN scale
+  for (std::size_t i = 0; keeps_nan && i < input.element_count(); ++i)
+    if (std::isnan(input.value_as_float(i))) s.at(groups.block_of(i)) = std::numeric_limits<float>::quiet_NaN();
   const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
   const auto casts = p.at("casts") == "gpu" ? coat_act::Casts::Gpu : coat_act::Casts::TritonInterpreter;
   const auto division = p.at("division") == "ieee" ? coat_act::Division::Ieee : coat_act::Division::DivFull;
