@@ -103,7 +103,8 @@ std::uint16_t index_truncated(float y) {  // no rounding half: the cell below
   return static_cast<std::uint16_t>((y + 1.0f) * 0.5f * 65535.0f);
 }
 std::vector<std::uint8_t> lut_table(std::span<const float> q, bool midpoint_counts_up) {
-  const std::span<const std::uint8_t> ref = codebook::BnbCpuLut(q).table();
+  const codebook::BnbCpuLut lut(q);  // alive while its table is copied
+  const std::span<const std::uint8_t> ref = lut.table();
   std::vector<std::uint8_t> table(ref.begin(), ref.end());
   if (!midpoint_counts_up) return table;
   // a grid point exactly on a midpoint takes the upper code (<= where bitsandbytes has <)
