@@ -5,12 +5,9 @@
 
 #include <cctype>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 
 #include "command.hpp"
-#include "lowbit/case.hpp"
-#include "lowbit/formats.hpp"
 #include "lowbit/kernel_choice.hpp"
 #include "lowbit/kernel_sandbox.hpp"
 #include "lowbit/printable.hpp"
