@@ -45,11 +45,14 @@ class Values:
     def windows(self):
         """(start, values) of each window, in order, covering the n elements."""
         for start in range(0, self.n, self.step):
-            end = min(self.n, start + self.step)
-            if self.window[0] != start:
-                self.window = (None, None)  # the last window is let go before the next is made
-                self.window = (start, self._dequantized(start, end))
-            yield self.window
+            yield start, self._window_at(start)
+
+    def _window_at(self, start: int) -> np.ndarray:
+        """The values of the window that begins at `start`, kept until another window is asked for."""
+        if self.window[0] != start:
+            self.window = (None, None)  # the last window is let go before the next is made
+            self.window = (start, self._dequantized(start, min(self.n, start + self.step)))
+        return self.window[1]
 
     def read(self, start: int, end: int) -> np.ndarray:
         """The values of elements start..end (a view of the current window where they lie inside it)."""
@@ -57,10 +60,7 @@ class Values:
         at = start
         while at < end:
             w = at - at % self.step
-            if self.window[0] != w:
-                self.window = (None, None)
-                self.window = (w, self._dequantized(w, min(self.n, w + self.step)))
-            values = self.window[1]
+            values = self._window_at(w)
             take = min(end, w + values.size) - at
             out.append(values[at - w:at - w + take])
             at += take
