@@ -16,13 +16,13 @@ from ._case import Case
 from ._core import CaseError, PluginError
 from ._formats import FormatInfo, TensorInfo, format_info
 from ._formats import registry as _registry
-from ._report import Report, TensorReport, VerifyCase, VerifyReport
+from ._report import Diagnosis, Report, TensorReport, VerifyCase, VerifyReport
 
 __version__ = _core.__version__
 POLICY_DIR = os.path.join(os.path.dirname(__file__), "policies")
 
 __all__ = [
-    "Case", "CaseError", "PluginError", "VerifyReport", "VerifyCase", "verify", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
+    "Case", "CaseError", "PluginError", "VerifyReport", "VerifyCase", "Diagnosis", "verify", "FormatInfo", "TensorInfo", "Report", "TensorReport", "BIT_VIEWS", "formats", "format_info",
     "reference", "compare", "load_case", "save_case", "case_bytes", "parse_case", "default_inputs", "dequantize",
     "state_signature", "audit_state", "choose", "quantized_states", "dequantized_state_case", "tensor_signature",
     "optimizer_signature", "QuantizedState", "QuantizedStates", "StateSignature",

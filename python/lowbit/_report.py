@@ -107,11 +107,46 @@ class VerifyCase:
         return f"VerifyCase({self.label}: {'conformant' if self.conformant else 'NOT conformant'})"
 
 
+class Diagnosis:
+    """What explains a failing kernel (lowbit verify's diagnosis, docs/verifying-a-kernel.md): the known
+    variants of the format's arithmetic that reproduce its outputs bit for bit on every failing case.
+    ``variant`` is the first of them (None when none does), ``reproducing`` all of them in the order they
+    were tried, ``description`` the first one's in words; ``line`` the verdict line's text. Where none
+    reproduces every bit, ``nan_aside`` lists those that reproduce all but the bits of ``nan_elements``
+    NaNs, and ``closest`` (a dict: variant, description, reproduced) the one that reproduces the most
+    mismatching elements. ``reference`` is True where the reference itself reproduces the kernel (the
+    failing expected outputs are a golden case's, where its library differs from the reference)."""
+
+    def __init__(self, d: dict):
+        self.data = d
+        self.line = d["line"]
+        self.cases = d["cases"]
+        self.mismatches = d["mismatches"]
+        self.variants_tried = d["variants_tried"]
+        self.reproducing = list(d.get("reproducing", []))
+        self.variant = self.reproducing[0] if self.reproducing else None
+        self.reference = bool(d.get("reference", False))
+        but_nan = d.get("reproducing_but_nan", {})
+        self.nan_aside = list(but_nan.get("variants", []))
+        self.nan_elements = but_nan.get("nan_elements", 0)
+        self.description = d.get("description", but_nan.get("description", ""))
+        self.closest = dict(d["closest"]) if "closest" in d else None
+
+    def __repr__(self) -> str:
+        if self.variant:
+            return f"Diagnosis({self.variant})"
+        if self.nan_aside:
+            return f"Diagnosis({self.nan_aside[0]}, but for {self.nan_elements} NaNs)"
+        return "Diagnosis(reference)" if self.reference else "Diagnosis(no known variant)"
+
+
 class VerifyReport(_Rendered):
     """lowbit.verify's result, the engine's verify run as ``lowbit verify`` makes it: ``conformant``
     (every case), ``cases`` (a VerifyCase each, in order), ``lines`` (what ``lowbit verify`` prints for
     each case and each skipped input or golden case, in order), ``summary`` (its verdict line), and
-    ``json()`` and ``markdown()``, the texts of ``lowbit verify --report`` and ``--markdown``."""
+    ``json()`` and ``markdown()``, the texts of ``lowbit verify --report`` and ``--markdown``;
+    ``diagnosis``, a Diagnosis of a failing kernel (None when it conforms, or when no case it failed
+    has outputs to read: it crashed on each)."""
 
     def __init__(self, json_text: str, markdown_text: str, conformant: bool, summary: str, lines: list):
         self._json = json_text
@@ -125,6 +160,7 @@ class VerifyReport(_Rendered):
         self.policy = self.data["policy"]
         self.strict = self.data["strict"]
         self.cases = [VerifyCase(c) for c in self.data["cases"]]
+        self.diagnosis = Diagnosis(self.data["diagnosis"]) if "diagnosis" in self.data else None
 
     def __repr__(self) -> str:
         bad = sum(not c.conformant for c in self.cases)

@@ -15,6 +15,9 @@ from conftest import GOLDEN, REPO
 
 PLUGINS = os.environ.get("LOWBIT_PLUGIN_DIR", os.path.join(REPO, "build", "release", "conformance", "plugins"))
 CLI = os.environ.get("LOWBIT_CLI", os.path.join(REPO, "build", "release", "tools", "lowbit", "lowbit"))
+# the variant the diagnosis must name for each mutant of the bank, declared by hand from each bug
+with open(os.path.join(REPO, "conformance", "mutants", "diagnoses.json"), encoding="utf-8") as f:
+    DECLARED = json.load(f)["mutants"]
 
 
 def plugin(name):
@@ -31,6 +34,7 @@ def test_the_reference_as_a_plugin_is_conformant_on_the_battery_and_the_golden_c
     labels = [c.label for c in r.cases]
     assert "edges" in labels and any(label.startswith("golden ") for label in labels)
     assert all(c.conformant and c.report.mismatches == 0 for c in r.cases)
+    assert r.diagnosis is None  # a conformant kernel is not diagnosed
     assert f": {len(r.cases)} of {len(r.cases)} cases conformant: conformant; " in r.summary
     assert r.markdown().startswith("# lowbit verify: kernel `reference.torchao.fp8`, format torchao.fp8: conformant")
 
@@ -45,6 +49,11 @@ def test_a_mutant_is_caught_with_the_class_of_its_bug(tmp_path):
     caught = next(c for c in bad if c.label == "scaled-edges")
     assert caught.report.tensor("codes").classes.get("arithmetic-variant", 0) > 0
     assert "NOT conformant" in r.summary and "NOT conformant" in r.markdown().splitlines()[0]
+    # the diagnosis: the reciprocal variant reproduces every mismatch of every failing case
+    assert r.diagnosis.variant == "reciprocal" and r.diagnosis.reproducing[0] == "reciprocal"
+    assert r.diagnosis.description == "the reference with x * (1 / s) for x / s"
+    assert r.diagnosis.cases == len(bad) and r.diagnosis.mismatches > 0 and r.diagnosis.closest is None
+    assert r.diagnosis.line in r.summary and repr(r.diagnosis) == "Diagnosis(reciprocal)"
     saved = sorted(os.listdir(tmp_path / "saved"))
     assert "scaled-edges.actual.safetensors" in saved and "scaled-edges.expected.safetensors" in saved
     actual = lowbit.load_case(tmp_path / "saved" / "scaled-edges.actual.safetensors")
@@ -138,6 +147,11 @@ def test_every_mutant_of_the_bank_gets_the_cli_s_verdict_and_lines_from_python()
         r = lowbit.verify(path, format, golden=GOLDEN)
         assert not r.conformant, library
         assert out.stdout.splitlines() == r.lines + [r.summary], library
+        # the diagnosis as an object: the verdict line's, naming the variant the bank declares
+        assert r.diagnosis is not None and r.diagnosis.line in r.summary, library
+        declared = DECLARED[library[:-3]]
+        named = r.diagnosis.nan_aside[0] if declared.get("nan_aside") else r.diagnosis.variant
+        assert named == declared["variant"], (library, r.diagnosis.line)
 
 
 def test_param_sets_every_generated_case_and_a_bad_one_is_named():
