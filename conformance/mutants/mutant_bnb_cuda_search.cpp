@@ -1,7 +1,8 @@
 // Bug class: bitsandbytes' CUDA kernel's search (bracket, midpoint in float, ties to the even index)
 // standing in for its CPU lookup table (a 65536-entry table indexed by a rounded y): a kernel written
 // from kernels.cu run against the CPU back end; codes differ wherever the table's grid and the
-// midpoints disagree.
+// midpoints disagree. Such a kernel is kernels.cu's whole block: its absmax too (fmaxf from -FLT_MAX,
+// which an all-NaN block keeps, where the CPU back end stores 0), stored as the scale its dequant uses.
 #include "lowbit/blockwise.hpp"
 #include "mutant_plugin.hpp"
 
@@ -15,8 +16,10 @@ void mutate(lowbit::Case& done, const nlohmann::json& params) {
   const std::vector<float> x = done.require("input").f32(), qmap = done.require("qmap").f32();
   const auto q = lowbit::blockwise::bnb_quantize(x, qmap, block, lowbit::blockwise::BnbBackend::CudaIeee);
   const lowbit::Tensor& old = done.require("codes");
-  const std::vector<std::int64_t> shape = old.shape, dequant_shape = done.require("dequant").shape;
+  const std::vector<std::int64_t> shape = old.shape, dequant_shape = done.require("dequant").shape,
+                                  scale_shape = done.require("scale").shape;
   done.add(lowbit::Tensor::from_bytes("codes", old.dtype, shape, q.codes));
+  done.add(lowbit::Tensor::from_f32("scale", scale_shape, q.scale));
   done.add(lowbit::Tensor::from_f32("dequant", dequant_shape, lowbit::blockwise::bnb_dequantize(q.codes, q.scale, qmap, block)));
 }
 }  // namespace mutant
