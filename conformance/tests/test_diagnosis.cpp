@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli_run.hpp"
+#include "lowbit/case_maker.hpp"
 #include "lowbit/diagnosis.hpp"
 #include "lowbit/formats.hpp"
 
@@ -109,4 +110,44 @@ TEST_CASE("verify's diagnosis names each mutant's variant, none for a bug that i
   CHECK(s.at("reference") == true);
   CHECK(s.at("reproducing").empty());
   CHECK(strict.output.find("diagnosis: behaves as the reference itself") != std::string::npos);
+}
+
+TEST_CASE("each variant of bitsandbytes' blocks differs from the reference, its CPU library, on the input that shows its bug") {
+  // On the default battery the reference is bitsandbytes' own CPU library bit for bit (test_bnb_cpu_verify):
+  // a variant that gave the reference's outputs on the input where its bug shows would name a correct
+  // kernel's arithmetic, and reproduce a wrong kernel only by chance.
+  const FormatSpec& f = *find_format("bnb.blockwise8.dynamic");
+  const std::vector<KnownVariant> variants = known_variants(f);
+  struct Shows {
+    const char* variant;
+    const char* spec;
+    nlohmann::json params;
+  };
+  const nlohmann::json unsigned_map = {{"map", "dynamic_unsigned"}};
+  for (const Shows& s : std::vector<Shows>{{"absmax-subnormal-zero", "tiny-blocks", {}},
+                                           {"flush-subnormal-inputs", "tiny-blocks", {}},
+                                           {"flush-subnormal-dequant", "tiny-blocks", {}},
+                                           {"absmax-from-first-element", "special-blocks", {}},
+                                           {"tail-absmax-short", "special-blocks", {}},
+                                           {"block-size-4096", "normal:n=4096,seed=5", {{"block_size", 64}}},
+                                           {"dequant-nan-positive", "special-blocks", unsigned_map},
+                                           {"table-grid-double", "table-edges", unsigned_map}}) {
+    const std::string name = s.variant;
+    CAPTURE(name);
+    const auto v = std::find_if(variants.begin(), variants.end(), [&](const KnownVariant& k) { return k.name == name; });
+    REQUIRE(v != variants.end());
+    std::size_t cases = 0, differing = 0;
+    for_each_reference_case(
+        f, {s.spec, resolve_params(f, s.params.is_null() ? nlohmann::json::object() : s.params)}, 1,
+        {"lowbit test", "test_diagnosis"}, false,
+        [&](const std::string&, const Case& c) {
+          ++cases;
+          const std::optional<Case> made = v->run(c, resolve_params(f, c.params()));
+          REQUIRE(made.has_value());
+          for (const TensorSpec& t : f.outputs) differing += made->require(t.name).bytes != c.require(t.name).bytes;
+        },
+        [](const std::string&, const std::string&) {});
+    CHECK(cases == 1);
+    CHECK(differing > 0);
+  }
 }

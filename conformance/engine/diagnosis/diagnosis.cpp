@@ -74,6 +74,7 @@ std::vector<KnownVariant> known_variants(const FormatSpec& f) {
   std::vector<KnownVariant> out;
   diagnosis::add_fp8_variants(f, out);
   diagnosis::add_codebook_variants(f, out);
+  diagnosis::add_bnb_variants(f, out);
   diagnosis::add_coat_variants(f, out);
   diagnosis::add_tail_variants(f, out);
   diagnosis::add_param_variants(f, out);

@@ -29,6 +29,9 @@ std::optional<Case> requantized(const FormatSpec& f, const Case& expected, const
 // `expected` with the outputs of another run (the reference under other params, another format's).
 Case with_outputs(const Case& expected, std::vector<Tensor> outputs);
 
+// `t` with each subnormal element (of its float dtype) a zero of its sign, as flush-to-zero gives it.
+Tensor with_subnormals_flushed(const Tensor& t);
+
 // The block of each element of `codes` under the case's layout, and whether the last block is partial.
 struct Blocks {
   std::size_t size = 0;   // elements in a full block
@@ -39,6 +42,7 @@ Blocks blocks_of(const Case& c);
 
 void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // casts, torchao.fp8, fp8.perblock
 void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // torchao codebooks, bnb.blockwise8
+void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // bnb.blockwise8's blocks
 void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // coat.act.pergroup, coat.act.perblock
 void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out);     // another value of a parameter
 void add_tail_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // a partial last block left unwritten

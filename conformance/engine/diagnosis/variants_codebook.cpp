@@ -2,8 +2,9 @@
 // (torchao.codebook{8,4}.*) and bitsandbytes' block-wise quantizer (bnb.blockwise8.*, its CPU table
 // and the CUDA kernel's search). Each changes one thing of the reference: the normalization (x * (1/s)
 // for x / s, or the converse), the tie rule of the search, the CPU table's index or cell boundaries,
-// a subnormal input flushed, or torchao's block absmax (skipping NaN, without its 1e-12 clip). The
-// other back ends of bitsandbytes are variants of the backend parameter (variants_params.cpp).
+// the inputs flushed (denormals-are-zero), or torchao's block absmax (skipping NaN, without its 1e-12
+// clip). bitsandbytes' block variants are variants_bnb.cpp's; its other back ends are variants of the
+// backend parameter (variants_params.cpp).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -11,7 +12,6 @@
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
-#include "lowbit/mismatch.hpp"
 #include "variants.hpp"
 
 namespace lowbit::diagnosis {
@@ -74,7 +74,7 @@ std::optional<std::vector<std::uint8_t>> recode(const Case& e, CodeOf code_of) {
     if (b >= scale.size()) return std::nullopt;
     const float x = input->value_as_float(i), s = scale[b];
     if (std::isnan(x) || !std::isfinite(s) || s == 0.0f) continue;
-    codes[i] = code_of(x, s, input->bits_at(i));
+    codes[i] = code_of(x, s);
   }
   return codes;
 }
@@ -102,16 +102,21 @@ std::uint16_t index_truncated(float y) {  // no rounding half: the cell below
   y = std::clamp(y, -1.0f, 1.0f);
   return static_cast<std::uint16_t>((y + 1.0f) * 0.5f * 65535.0f);
 }
-std::vector<std::uint8_t> lut_table(std::span<const float> q, bool midpoint_counts_up) {
+// The CPU table's code of cell t: the midpoints 0.5 * (q[j] + q[j + 1]) below its grid value v_t = -1 +
+// (2 t) / 65535 (in float, midpoint < v_t); a variant counts those at v_t too, or computes v_t in double.
+enum class Grid { Reference, MidpointUp, Double };
+std::vector<std::uint8_t> lut_table(std::span<const float> q, Grid grid) {
   const codebook::BnbCpuLut lut(q);  // alive while its table is copied
   const std::span<const std::uint8_t> ref = lut.table();
   std::vector<std::uint8_t> table(ref.begin(), ref.end());
-  if (!midpoint_counts_up) return table;
-  // a grid point exactly on a midpoint takes the upper code (<= where bitsandbytes has <)
+  if (grid == Grid::Reference) return table;
   std::size_t code = 0;
+  const auto below = [grid](float midpoint, int i) {
+    if (grid == Grid::Double) return midpoint < -1.0 + (2.0 * i) / 65535.0;
+    return midpoint <= -1.0f + (2.0f * static_cast<float>(i)) / 65535.0f;
+  };
   for (int i = 0; i < 65536; ++i) {
-    const float v = -1.0f + (2.0f * static_cast<float>(i)) / 65535.0f;
-    while (code + 1 < q.size() && 0.5f * (q[code] + q[code + 1]) <= v) ++code;
+    while (code + 1 < q.size() && below(0.5f * (q[code] + q[code + 1]), i)) ++code;
     table[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(code);
   }
   return table;
@@ -133,62 +138,69 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out) 
   const bool torchao = f.name.starts_with("torchao.codebook");
   if (!torchao && !f.name.starts_with("bnb.blockwise8.")) return;
   const FormatSpec* spec = &f;
-  // An element variant: the code of (x, s, x's bits) from the case's reference quantizer q.
-  using CodeRule = std::function<std::uint8_t(const Quantizer& q, float x, float s, std::uint64_t bits, DType dtype)>;
+  // An element variant: the code of (x, s) from the case's reference quantizer q.
+  using CodeRule = std::function<std::uint8_t(const Quantizer& q, float x, float s)>;
   const auto element = [&](std::string name, std::string description, CodeRule rule) {
     out.push_back({std::move(name), std::move(description),
                    [spec, rule](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
                      const auto q = quantizer_of(*spec, e, p);
                      if (!q || !q->search) return std::nullopt;
-                     const DType dtype = e.require("input").dtype;
-                     auto codes = recode(e, [&](float x, float s, std::uint64_t bits) { return rule(*q, x, s, bits, dtype); });
+                     auto codes = recode(e, [&](float x, float s) { return rule(*q, x, s); });
                      if (!codes) return std::nullopt;
                      return with_codes(*spec, e, p, std::move(*codes));
                    }});
   };
   if (torchao)
     element("reciprocal", "the reference with x * (1 / s) for x / s",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) { return q.search(q.other(x, s)); });
+            [](const Quantizer& q, float x, float s) { return q.search(q.other(x, s)); });
   else
     element("division", "the reference with x / s for x * (1 / s)",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) { return q.search(q.other(x, s)); });
+            [](const Quantizer& q, float x, float s) { return q.search(q.other(x, s)); });
   if (torchao) {
     element("ties-down", "the reference with ties to the lower code on torchao's own boundary test",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) { return torchao_ties_down(x / s, q.qmap); });
+            [](const Quantizer& q, float x, float s) { return torchao_ties_down(x / s, q.qmap); });
     element("exact-nearest-ties-down", "the exact nearest entry, ties to the lower code",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) {
+            [](const Quantizer& q, float x, float s) {
               return codebook::exact_nearest(x / s, q.qmap, codebook::Ties::Lower);
             });
     element("exact-nearest-ties-up", "the exact nearest entry, ties to the upper code",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) {
+            [](const Quantizer& q, float x, float s) {
               return codebook::exact_nearest(x / s, q.qmap, codebook::Ties::Upper);
             });
   } else {
     element("exact-search", "the exact nearest entry of bitsandbytes <= 0.45's CPU search, not the 0.49 lookup table",
-            [](const Quantizer& q, float x, float s, std::uint64_t, DType) {
+            [](const Quantizer& q, float x, float s) {
               return codebook::bnb_cpu_exact_search(q.normalize(x, s), q.qmap);
             });
-    const auto lut = [&](std::string name, std::string description, std::uint16_t (*index)(float), bool up) {
+    const auto lut = [&](std::string name, std::string description, std::uint16_t (*index)(float), Grid grid) {
       out.push_back({std::move(name), std::move(description),
-                     [spec, index, up](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     [spec, index, grid](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
                        const auto q = quantizer_of(*spec, e, p);
                        if (!q || p.value("backend", "") != "cpu") return std::nullopt;
-                       const LutVariant v{lut_table(q->qmap, up), index};
-                       auto codes = recode(e, [&](float x, float s, std::uint64_t) { return v(x * (1.0f / s)); });
+                       const LutVariant v{lut_table(q->qmap, grid), index};
+                       auto codes = recode(e, [&](float x, float s) { return v(x * (1.0f / s)); });
                        if (!codes) return std::nullopt;
                        return with_codes(*spec, e, p, std::move(*codes));
                      }});
     };
     lut("table-index-unfused", "the CPU table indexed by (y + 1) / 2 * 65535 + 0.5 without the fused multiply-add",
-        index_unfused, false);
-    lut("table-index-truncated", "the CPU table indexed without rounding (the cell below)", index_truncated, false);
+        index_unfused, Grid::Reference);
+    lut("table-index-truncated", "the CPU table indexed without rounding (the cell below)", index_truncated, Grid::Reference);
     lut("table-midpoint-up", "the CPU table with a grid point on a midpoint given the upper code", codebook::BnbCpuLut::index_of,
-        true);
+        Grid::MidpointUp);
+    lut("table-grid-double", "the CPU table with its grid -1 + 2t / 65535 computed in double (bitsandbytes' is float)",
+        codebook::BnbCpuLut::index_of, Grid::Double);
   }
-  element("flush-subnormal-inputs", "the reference with subnormal inputs taken as zero",
-          [](const Quantizer& q, float x, float s, std::uint64_t bits, DType dtype) {
-            return q.search(q.normalize(is_subnormal_bits(dtype, bits) ? std::copysign(0.0f, x) : x, s));
-          });
+  // denormals-are-zero over the whole kernel: the block absmax too is taken over the flushed inputs
+  // (a block of subnormals is a zero block), so the reference runs on them
+  out.push_back({"flush-subnormal-inputs", "the reference with subnormal inputs taken as zero (its block absmax too)",
+                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                   const Tensor* input = e.find("input");
+                   if (!input) return std::nullopt;
+                   Case flushed = e;
+                   flushed.add(with_subnormals_flushed(*input));
+                   return with_outputs(e, spec->run(flushed, p, 1));
+                 }});
   if (!torchao) return;
   const auto scale = [&](std::string name, std::string description, bool keep_nan, bool clip) {
     out.push_back({std::move(name), std::move(description),
