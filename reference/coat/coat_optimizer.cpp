@@ -113,14 +113,15 @@ QuantizedGroup origin_quantize_group(std::span<const float> values) {
   return q;
 }
 
-QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second) {
+QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second, const ExpandRule& rule) {
   const GroupStats st = expand_group_stats(values);
   const float a = add_in_double(st.max, 1e-30), b = add_in_double(st.min, 1e-30);
   const float ratio = a / b;
   QuantizedGroup q;
-  q.centre = std::sqrt(a) * std::sqrt(b);
+  q.centre = rule.centre_of_product ? std::sqrt(a * b) : std::sqrt(a) * std::sqrt(b);
   const auto e = static_cast<float>(expand_min);
-  q.expand = canonical(std::floor((cuda::log2f(kRatioUpperBound) / cuda::log2f(ratio)) * e) / e);
+  const float k = cuda::log2f(kRatioUpperBound) / cuda::log2f(ratio);
+  q.expand = canonical(rule.floor_k ? std::floor(k * e) / e : k);
   q.scale = canonical(cuda::powf(canonical(a / q.centre), q.expand) / kFp8Max);
   q.codes.reserve(values.size());
   for (float x : values) q.codes.push_back(e4m3(expand_prequantized(x, q, second)));
@@ -143,7 +144,7 @@ float expand_dequantize(std::uint8_t code, float scale, float expand, float cent
 }
 
 void adamw_step(std::span<float> param, std::span<const float> grad, int step, Moment& m, Moment& v, const Hyper& h,
-                bool expansion) {
+                bool expansion, const ExpandRule& rule) {
   const std::size_t n = param.size(), groups = (n + kGroup - 1) / kGroup;
   if (grad.size() != n || m.codes.size() != n || v.codes.size() != n)
     throw std::invalid_argument("coat adamw_step: param, grad and state sizes differ");
@@ -182,7 +183,7 @@ void adamw_step(std::span<float> param, std::span<const float> grad, int step, M
       Moment* state = t.state;
       const bool second = t.second;
       const std::span<const float> group(t.values->data() + begin, count);
-      const QuantizedGroup q = expansion ? expand_quantize_group(group, h.expand_min, second) : origin_quantize_group(group);
+      const QuantizedGroup q = expansion ? expand_quantize_group(group, h.expand_min, second, rule) : origin_quantize_group(group);
       std::copy(q.codes.begin(), q.codes.end(), state->codes.begin() + static_cast<std::ptrdiff_t>(begin));
       state->scale[g] = q.scale;
       if (expansion) {

@@ -1,12 +1,18 @@
-// The variants of COAT's group activation quantizers (coat.act.pergroup, coat.act.perblock): codes
-// from x * (1/S) where COAT divides x by its group's fp32 scale S, and a group absmax that keeps NaN
-// (torch.amax's rule) where COAT's tl.max skips it. S is the reference's own: its stored scale when
-// run with scale_dtype f32. COAT's division and cast rules are variants of the parameters division and
-// casts (variants_params.cpp).
+// The variants of COAT's quantizers. The group activation quantizers (coat.act.pergroup,
+// coat.act.perblock): codes from x * (1/S) where COAT divides x by its group's fp32 scale S, and a
+// group absmax that keeps NaN (torch.amax's rule) where COAT's tl.max skips it; S is the reference's
+// own: its stored scale when run with scale_dtype f32. COAT's division and cast rules are variants of
+// the parameters division and casts (variants_params.cpp). The transposed one
+// (coat.act.pergroup.transposed): y_t as y's transpose. The fake quantizer (coat.fake.symm): a block
+// absmax that skips NaN. The expansion optimizer (coat.optim.expand.e4m3): the reference's launch
+// with another k or centre rule (coat::ExpandRule).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "../registry/coat_optimizer_run.hpp"
 #include "lowbit/coat_activation.hpp"
+#include "lowbit/coat_fake.hpp"
 #include "lowbit/float_bits.hpp"
 #include "variants.hpp"
 
@@ -62,9 +68,94 @@ std::optional<Case> requantized_groups(const FormatSpec& f, const Case& e, const
   return c;
 }
 
+// coat.fake.symm with each block's absmax over its non-NaN elements (signalling ones too, which C's
+// fmax would return) where torch.amax makes a block holding a NaN all NaN; the rest as SymmQuantizer: scale
+// 2 (absmax + epsilon) / (Qp - Qn), Q = the Triton fake FP8 of x / scale, RQ = Q * scale, with the
+// NaN bits of the model (x86's: a NaN operand's own, else 0xFFC00000; CUDA's 0x7FFFFFFF).
+std::optional<Case> symm_absmax_ignoring_nan(const Case& e, const nlohmann::json& p) {
+  const Tensor& input = e.require("input");
+  if (input.dtype != DType::F32) return std::nullopt;
+  const std::vector<float> x = input.f32();
+  const BlockMap blocks = block_map(e, "rq");
+  std::vector<float> scale(e.require("scale").element_count(), 0.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (blocks.block_of(i) >= scale.size()) return std::nullopt;
+    if (!std::isnan(x[i])) scale[blocks.block_of(i)] = std::max(scale[blocks.block_of(i)], std::fabs(x[i]));
+  }
+  const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
+  const auto model = p.at("model") == "gpu" ? coat_fake::Model::Gpu : coat_fake::Model::Interpreter;
+  const auto epsilon = static_cast<float>(p.at("epsilon").get<double>());
+  for (float& s : scale) s = coat_fake::symm_scale(s + epsilon, id, model);
+  const auto nan_of = [model](float result, float operand) {
+    if (!std::isnan(result)) return result;
+    if (model == coat_fake::Model::Gpu) return float_from_bits(0x7FFFFFFFu);
+    return std::isnan(operand) ? float_from_bits(bits_of(operand) | 0x00400000u) : float_from_bits(0xFFC00000u);
+  };
+  std::vector<float> q(x.size()), rq(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float s = scale[blocks.block_of(i)];
+    q[i] = coat_fake::floatexmy_triton(nan_of(x[i] / s, x[i]), id, model);
+    rq[i] = nan_of(q[i] * s, q[i]);
+  }
+  Case c = e;
+  c.add(Tensor::from_f32("q", input.shape, q));
+  c.add(Tensor::from_f32("rq", input.shape, rq));
+  c.add(Tensor::from_f32("scale", e.require("scale").shape, scale));
+  return c;
+}
+
+// coat.act.pergroup.transposed with y_t written as y's transpose (its 1 x QB groups along x's rows)
+// and s_y's entries as s_y_t's, where COAT quantizes x^T with its own groups along M.
+std::optional<Case> transpose_of_rows(const Case& e) {
+  const Tensor& codes = e.require("codes");
+  const Tensor& codes_t = e.require("codes_t");
+  const Tensor& scale = e.require("scale");
+  const Tensor& scale_t = e.require("scale_t");
+  if (codes.shape.size() != 2 || codes.dtype != codes_t.dtype || codes.bytes.size() != codes_t.bytes.size() ||
+      scale.dtype != scale_t.dtype || scale.bytes.size() != scale_t.bytes.size())
+    return std::nullopt;
+  const auto m = static_cast<std::size_t>(codes.shape[0]), n = static_cast<std::size_t>(codes.shape[1]);
+  std::vector<std::uint8_t> transposed(codes.bytes.size());
+  for (std::size_t r = 0; r < m; ++r)
+    for (std::size_t col = 0; col < n; ++col) transposed[col * m + r] = codes.bytes[r * n + col];
+  Case c = e;
+  c.add(Tensor::from_bytes("codes_t", codes_t.dtype, codes_t.shape, transposed));
+  c.add(Tensor::from_bytes("scale_t", scale_t.dtype, scale_t.shape, scale.bytes));
+  return c;
+}
+
+// coat.optim.expand.e4m3: the reference's launch on the case's state with the expansion's k or centre
+// formed otherwise; param.next and the first moment's update stay the reference's.
+void add_expand_variants(std::vector<KnownVariant>& out) {
+  const auto rule = [&out](std::string name, std::string description, coat::ExpandRule r) {
+    out.push_back({std::move(name), std::move(description), [r](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     return with_outputs(e, run_coat_adamw(e, p, true, r));
+                   }});
+  };
+  rule("centre-sqrt-of-product",
+       "the reference with the group centre sqrt(A B) for sqrt(A) sqrt(B) (COAT's expansion kernel before 715c162)",
+       {.floor_k = true, .centre_of_product = true});
+  rule("k-not-floored",
+       "the reference with k = log2f(100352) / log2f(A / B) as it comes, not floored to a multiple of 1/expand_min",
+       {.floor_k = false, .centre_of_product = false});
+}
+
 }  // namespace
 
 void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
+  if (f.name == "coat.optim.expand.e4m3") return add_expand_variants(out);
+  if (f.name == "coat.fake.symm") {
+    out.push_back({"block-absmax-ignores-nan", "the reference with a block absmax that skips NaN where torch.amax keeps it",
+                   symm_absmax_ignoring_nan});
+    return;
+  }
+  if (f.name == "coat.act.pergroup.transposed") {
+    out.push_back({"transpose-of-rows",
+                   "the reference with y_t the transpose of y (groups along x's rows) and s_y as s_y_t, where COAT "
+                   "quantizes x^T with its own groups",
+                   [](const Case& e, const nlohmann::json&) { return transpose_of_rows(e); }});
+    return;
+  }
   if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
   const FormatSpec* spec = &f;
   out.push_back({"reciprocal", "the reference with x * (1 / S) for x / S",

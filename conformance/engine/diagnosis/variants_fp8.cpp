@@ -3,8 +3,10 @@
 // thing of the reference: the rounding rule (ties away from zero, ties toward zero, toward zero), the
 // value the cast sees (a subnormal input flushed, double rounding through bf16 or f16, x * (1/s) for
 // x / s), the codes written (subnormal results flushed, NaN sign or payload), or torchao's block scale
-// (amax * (1/448), rounded to bf16, an absmax that skips NaN, no 1e-12 clip). The casts go through
-// fp8's encode_with, the reference's knob for the rounding predicate (docs/formats/fp8.md).
+// (amax * (1/448), rounded to bf16, an absmax that skips NaN, no 1e-12 clip, a NaN scale that keeps
+// the first NaN element's bits), or the per-block kernel's zero block (-0.0 keeping its sign). The
+// casts go through fp8's encode_with, the reference's knob for the rounding predicate
+// (docs/formats/fp8.md).
 #include <cmath>
 #include <limits>
 
@@ -178,6 +180,41 @@ float scale_ignoring_nan(std::span<const float> b) {
   return clipped(amax) / kE4M3Max;
 }
 float scale_without_clip(std::span<const float> b) { return torch_amax(b, true) / kE4M3Max; }
+// torchao.fp8 storing a NaN block scale with the bits of the block's first NaN element (an amax that
+// returns the NaN it meets, whose sign and payload / 448 keeps) where torch.amax gives its canonical
+// 0x7FC00000; the codes and dequant the reference's (the scale's NaN bits are the only difference).
+std::optional<Case> nan_scale_from_element(const FormatSpec& f, const Case& e, const nlohmann::json& p) {
+  const Tensor* input = e.find("input");
+  if (!input || input->dtype != DType::F32) return std::nullopt;
+  const std::vector<float> x = input->f32();
+  std::vector<float> scale = e.require("scale").f32();
+  const BlockMap map = block_map(e, "codes");
+  std::vector<bool> found(scale.size(), false);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const std::size_t b = map.block_of(i);
+    if (b >= scale.size()) return std::nullopt;
+    if (std::isnan(scale[b]) && std::isnan(x[i]) && !found[b]) {
+      scale[b] = x[i] / kE4M3Max;
+      found[b] = true;
+    }
+  }
+  return with_codes(f, e, p, e.require("codes").u8(), std::move(scale), true);
+}
+
+// fp8.perblock.e4m3 with -0.0 in a block of scale 0 coded as its own cast, 0x80 (the sign kept), where
+// the format writes 0x00 for every element of such a block
+std::optional<Case> zero_block_keeping_sign(const FormatSpec& f, const Case& e, const nlohmann::json& p) {
+  const Tensor* input = e.find("input");
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  if (!input || input->dtype != DType::F32 || input->element_count() != codes.size()) return std::nullopt;
+  const std::vector<float> x = input->f32(), scale = e.require("scale").f32();
+  const BlockMap map = block_map(e, "codes");
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    if (map.block_of(i) >= scale.size()) return std::nullopt;
+    if (scale[map.block_of(i)] == 0.0f && bits_of(x[i]) == 0x80000000u) codes[i] = 0x80;
+  }
+  return with_codes(f, e, p, std::move(codes));
+}
 
 }  // namespace
 
@@ -221,6 +258,9 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
     edited("nan-payload-other-library", "the reference with the other library's NaN payload (S.11111.11 and S.11111.10 swapped)",
            nan_payload_swapped, true);
   }
+  if (f.name == "fp8.perblock.e4m3")
+    out.push_back({"zero-block-keeps-sign", "the reference with -0.0 in an all-zero block (scale 0) coded 0x80, not 0x00",
+                   [spec](const Case& e, const nlohmann::json& p) { return zero_block_keeping_sign(*spec, e, p); }});
   if (f.name != "torchao.fp8") return;
   const auto scale = [&](std::string name, std::string description, ScaleOf scale_of) {
     out.push_back({std::move(name), std::move(description),
@@ -236,6 +276,8 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   scale("scale-bf16", "the reference with the block scale rounded to bfloat16", scale_in_bf16);
   scale("absmax-ignores-nan", "the reference with a block absmax that skips NaN (fmax)", scale_ignoring_nan);
   scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", scale_without_clip);
+  out.push_back({"nan-scale-from-element", "the reference storing a NaN block scale with the first NaN element's sign and payload",
+                 [spec](const Case& e, const nlohmann::json& p) { return nan_scale_from_element(*spec, e, p); }});
 }
 
 }  // namespace lowbit::diagnosis

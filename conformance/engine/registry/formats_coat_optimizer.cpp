@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "coat_optimizer_run.hpp"
 #include "lowbit/coat_optimizer.hpp"
 #include "lowbit/formats.hpp"
 #include "lowbit/fp8.hpp"
@@ -93,15 +94,7 @@ FormatSpec coat_adamw_format(bool expansion) {
         list.push_back({t, block_entries(), {.dtypes = {DType::F32}, .shape = entry_per_block_of(codes)}});
     }
   }
-  f.run = [expansion](const Case& in, const nlohmann::json& p, int /*threads*/) {
-    std::vector<float> param = in.require("param").f32();
-    coat::Moment m = read_moment(in, "exp_avg", expansion), v = read_moment(in, "exp_avg_sq", expansion);
-    coat::adamw_step(param, in.require("grad").f32(), step_of(in), m, v, hyper_from(p, expansion), expansion);
-    std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param)};
-    write_moment(out, "exp_avg", m, expansion, ".next");
-    write_moment(out, "exp_avg_sq", v, expansion, ".next");
-    return out;
-  };
+  f.run = [expansion](const Case& in, const nlohmann::json& p, int /*threads*/) { return run_coat_adamw(in, p, expansion); };
   // CoatAdamW's first step: codes 0x00, scale 0, k and c 1 (fp8_adamw.py); step 1
   f.fresh_state = [expansion](std::span<const float> param, const nlohmann::json&) {
     Case c;
@@ -133,6 +126,16 @@ FormatSpec coat_adamw_format(bool expansion) {
 }
 
 }  // namespace
+
+std::vector<Tensor> run_coat_adamw(const Case& in, const nlohmann::json& p, bool expansion, const coat::ExpandRule& rule) {
+  std::vector<float> param = in.require("param").f32();
+  coat::Moment m = read_moment(in, "exp_avg", expansion), v = read_moment(in, "exp_avg_sq", expansion);
+  coat::adamw_step(param, in.require("grad").f32(), step_of(in), m, v, hyper_from(p, expansion), expansion, rule);
+  std::vector<Tensor> out = {Tensor::from_f32("param.next", in.require("param").shape, param)};
+  write_moment(out, "exp_avg", m, expansion, ".next");
+  write_moment(out, "exp_avg_sq", v, expansion, ".next");
+  return out;
+}
 
 void register_coat_optimizer_formats(std::vector<FormatSpec>& out) {
   out.push_back(coat_adamw_format(false));

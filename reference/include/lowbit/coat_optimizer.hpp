@@ -49,10 +49,21 @@ struct QuantizedGroup {
 // is modelled as one addition; it only matters for max < 2^-42 (origin_race_sensitive).
 QuantizedGroup origin_quantize_group(std::span<const float> values);
 bool origin_race_sensitive(float group_max);
+// How the expansion kernel forms a group's k and centre: the kernel's (the default), or one of two
+// known departures from it that the diagnosis of a failing kernel tries (docs/verifying-a-kernel.md).
+struct ExpandRule {
+  // false: k = log2f(100352) / log2f(R) as it comes (the README's unrounded k), not floored to 1/E
+  bool floor_k = true;
+  // true: c = sqrt(A B), the kernel's centre before COAT 715c162 ("fix numerical issue of FP8 Optimizer
+  // States": b8f6be3 fp8_adamw_expand_cuda_kernel.cu line 149), where it now computes sqrt(A) sqrt(B)
+  bool centre_of_product = false;
+};
+
 // Reference: COAT 80ec99f fp8_adamw_expand_cuda_kernel.cu lines 148-201: A, B = max, min + 1e-30 (in
 // double), R = A / B, c = sqrt(A) sqrt(B), k = floor(log2f(100352) / log2f(R) * E) / E, codes =
 // e4m3(sign(x) powf(|x| / c, k) / s) with s = powf(A / c, k) / 448; `second` drops the sign.
-QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second);
+QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second,
+                                     const ExpandRule& rule = {});
 // The value the expansion kernel casts to E4M3 for x, given its group's k, c and s:
 // RN(sign(x) powf(RN(|x| / c), k) / s) (second moment: powf(RN(x / c), k) / s).
 float expand_prequantized(float x, const QuantizedGroup& group, bool second);
@@ -68,7 +79,8 @@ float expand_dequantize(std::uint8_t code, float scale, float expand, float cent
 // v = fma(v0, b2, g ((1-b2) g)), c1 = 1 - powf(b1, step), c2 = sqrt(1 - powf(b2, step)),
 // denom = ((sqrt(v) / c2) + eps) c1, u = fma(p, wd, m / denom), p = fma(-u, lr, p), then requantize
 // each group of 128. `step` is the int the optimizer passes (its float32 counter, after += 1).
+// `rule` changes the expansion's k or centre (ExpandRule), for the diagnosis only.
 void adamw_step(std::span<float> param, std::span<const float> grad, int step, Moment& exp_avg, Moment& exp_avg_sq,
-                const Hyper& h, bool expansion);
+                const Hyper& h, bool expansion, const ExpandRule& rule = {});
 
 }  // namespace lowbit::coat
