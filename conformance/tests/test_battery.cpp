@@ -11,6 +11,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "cli_run.hpp"
 
@@ -155,7 +156,49 @@ TEST_CASE("special-blocks: all NaN, all Inf, all -0.0, mixed zeros, and a last b
     CHECK(one[4] == 1.7f);
     CHECK(one[5] == 1.7f);
   }
+  SUBCASE("COAT's 2-D formats: whole tiles, every row group and column group of one kind, the last ending on its maximum") {
+    // coat.act.pergroup.transposed quantizes 1 x 16 groups along the rows and along the columns of
+    // 16 x 16 tiles; coat.act.pergroup's tile is 32 x 64 (M % 2QB, N % 4QB)
+    for (const auto& [format, rows, cols] : {std::tuple{"coat.act.pergroup.transposed", 16, 16},
+                                             std::tuple{"coat.act.pergroup", 32, 64}, std::tuple{"coat.fake.symm", 1, 16}}) {
+      CAPTURE(format);
+      const std::vector<float> x = inputs_of(format, "special-blocks");
+      const auto area = static_cast<std::size_t>(rows * cols);
+      REQUIRE(x.size() == 5 * area);
+      const auto at = [&](std::size_t tile, int r, int c) { return x[tile * area + static_cast<std::size_t>(r * cols + c)]; };
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+          REQUIRE(std::isnan(at(0, r, c)));
+          REQUIRE(std::isinf(at(1, r, c)));
+          REQUIRE(bits(at(2, r, c)) == 0x80000000u);
+          REQUIRE(at(3, r, c) == 0.0f);
+          // each group of 16 along a row and down a column ends on its largest magnitude
+          if (c % 16 == 15)
+            for (int k = c - 15; k < c; ++k) REQUIRE(std::fabs(at(4, r, k)) < std::fabs(at(4, r, c)));
+          if (r % 16 == 15)
+            for (int k = r - 15; k < r; ++k) REQUIRE(std::fabs(at(4, k, c)) < std::fabs(at(4, r, c)));
+        }
+      CHECK(x.back() == 1.7f);
+      CHECK(bits(at(3, 0, 0)) == 0u);
+      CHECK(bits(at(3, 0, 1)) == 0x80000000u);
+    }
+  }
 }
+
+namespace {
+
+// The stems of the cases the format's default battery makes; a run the format skips fails the test.
+std::set<std::string> battery_stems(const FormatSpec& f) {
+  std::set<std::string> stems;
+  for (const InputRun& run : default_input_runs(f))
+    for_each_reference_case(
+        f, run, 1, {"lowbit test", "test_battery"}, true,
+        [&](const std::string& stem, const Case&) { stems.insert(stem); },
+        [&](const std::string& stem, const std::string& why) { FAIL_CHECK(stem << " skipped: " << why); });
+  return stems;
+}
+
+}  // namespace
 
 TEST_CASE("the default battery of every 1-D block-wise format runs its new inputs and block sizes, none skipped") {
   for (const char* format : {"torchao.codebook8.signed", "torchao.codebook8.unsigned", "torchao.codebook4.signed",
@@ -163,12 +206,7 @@ TEST_CASE("the default battery of every 1-D block-wise format runs its new input
                              "bnb.blockwise8.linear"}) {
     CAPTURE(format);
     const FormatSpec& f = *find_format(format);
-    std::set<std::string> stems;
-    for (const InputRun& run : default_input_runs(f))
-      for_each_reference_case(
-          f, run, 1, {"lowbit test", "test_battery"}, true,
-          [&](const std::string& stem, const Case&) { stems.insert(stem); },
-          [&](const std::string& stem, const std::string& why) { FAIL_CHECK(stem << " skipped: " << why); });
+    const std::set<std::string> stems = battery_stems(f);
     CHECK(stems.count("tiny-blocks"));
     CHECK(stems.count("special-blocks"));
     CHECK(stems.count("table-edges") == (std::string(format).starts_with("bnb.") ? 1u : 0u));
@@ -177,6 +215,25 @@ TEST_CASE("the default battery of every 1-D block-wise format runs its new input
         CHECK(stems.count(std::string(spec) + ".block_size-" + std::to_string(block)));
     CHECK(f.battery_block_sizes.size() == 2);
   }
+}
+
+TEST_CASE("the default battery of COAT's 2-D formats runs special-blocks and the other group sizes, none skipped") {
+  for (const char* format : {"coat.act.pergroup", "coat.act.pertensor.groupscale", "coat.act.pergroup.transposed",
+                             "coat.act.perblock", "coat.fake.symm"}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    const std::set<std::string> stems = battery_stems(f);
+    CHECK(stems.count("special-blocks"));
+    for (std::size_t qb : f.battery_block_sizes) {
+      CHECK(stems.count("edges.group_size-" + std::to_string(qb)));
+      CHECK(stems.count("special-blocks.group_size-" + std::to_string(qb)));
+    }
+  }
+  // COAT builds its quantize kernels for QB 16, 32, 64 and 128 (per tensor 16 only): the battery runs
+  // the smallest and the largest besides the default
+  CHECK(find_format("coat.act.pergroup")->battery_block_sizes == std::vector<std::size_t>{128});
+  CHECK(find_format("coat.act.pergroup.transposed")->battery_block_sizes == std::vector<std::size_t>{128});
+  CHECK(find_format("coat.act.perblock")->battery_block_sizes == std::vector<std::size_t>{16});
 }
 
 // ---- the mutants of the new inputs, through lowbit verify ------------------------------------------
@@ -189,6 +246,15 @@ std::string plugin(const std::string& name) { return std::string(LOWBIT_PLUGIN_D
 std::string old_battery(int block) {
   return "--input edges --input scaled-edges --input special --input special:n=" + std::to_string(block) +
          " --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3";
+}
+
+// The default battery of a COAT group format before special-blocks and its other group sizes: its
+// fixed lists as whole tiles, the special values cycled over `cycled` values and random inputs of `n`.
+std::string old_coat_battery(int cycled, int n) {
+  const std::string count = std::to_string(n);
+  return "--input edges --input scaled-edges --input special --input special:n=" + std::to_string(cycled) +
+         " --input normal:n=" + count + ",seed=1 --input outliers:n=" + count + ",seed=2 --input lognormal:n=" + count +
+         ",seed=3 --input tiny-blocks";
 }
 
 // The cases of a verify run's output that did not conform ("MISMATCH edges: ..." -> "edges").
@@ -209,6 +275,7 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
     const char* library;
     int block;                             // its format's default block size (the old battery's special:n)
     std::set<std::string> caught_by;       // every case of the default battery (--no-golden) that catches it
+    std::string old = old_battery(block);  // the battery before the inputs that catch it
   };
   const std::string unsigned_map = ".map-dynamic_unsigned";
   const std::vector<Mutant> mutants = {
@@ -237,10 +304,19 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_bnb_dequant_nan_positive", 4096, {"special" + unsigned_map, "special-blocks" + unsigned_map}},
       {"mutant_bnb_grid_double", 4096,
        {"edges" + unsigned_map, "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
+      // COAT's group quantizers: groups of one special value as whole tiles, a tile ending on its
+      // maximum, the other group sizes COAT builds (16 and 128)
+      {"mutant_coat_act_all_nan_scale", 16, {"special-blocks", "special-blocks.group_size-128"}, old_coat_battery(2048, 8192)},
+      {"mutant_coat_act_zero_group_codes_zero", 16, {"special-blocks", "special-blocks.group_size-128"},
+       old_coat_battery(2048, 8192)},
+      {"mutant_coat_perblock_absmax_short", 128, {"special-blocks", "special-blocks.group_size-16"},
+       old_coat_battery(16384, 65536)},
+      {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
+       old_coat_battery(2048, 8192)},
   };
   for (const Mutant& m : mutants) {
     CAPTURE(m.library);
-    const Run before = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden " + old_battery(m.block));
+    const Run before = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden " + m.old);
     CAPTURE(before.output);
     CHECK(before.code == 0);
     const Run now = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden");
@@ -259,7 +335,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 40);
+  CHECK(mutants == 44);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

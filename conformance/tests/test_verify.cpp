@@ -183,15 +183,17 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
   CHECK(r.output.find("--input 'normal:n=4096': input spec 'normal:n=4096': coat.act.perblock takes a 2-D input of whole "
                       "128 x 128 tiles") != std::string::npos);
   // the default battery: edges and scaled-edges of the FP8 group quantizers, special padded and cycled
-  // over whole tiles (at least 288 values), random inputs of at least four tiles
+  // over whole tiles (at least 288 values), random inputs of at least four tiles, special-blocks as
+  // whole tiles, and per block at the smallest group size too (random: whole tiles of at least 4096)
   std::vector<std::string> specs;
   for (const InputRun& run : default_input_runs(*find_format("coat.act.perblock"))) specs.push_back(run.spec);
   CHECK(specs == std::vector<std::string>{"edges", "scaled-edges", "special", "special:n=16384", "normal:n=65536,seed=1",
-                                          "outliers:n=65536,seed=2", "lognormal:n=65536,seed=3", "tiny-blocks"});
+                                          "outliers:n=65536,seed=2", "lognormal:n=65536,seed=3", "tiny-blocks",
+                                          "special-blocks", "edges", "special-blocks", "normal:n=4096,seed=5"});
   specs.clear();
   for (const InputRun& run : default_input_runs(*find_format("coat.fake.symm"))) specs.push_back(run.spec);
   CHECK(specs == std::vector<std::string>{"special", "special:n=288", "normal:n=4096,seed=1", "outliers:n=4096,seed=2",
-                                          "lognormal:n=4096,seed=3"});
+                                          "lognormal:n=4096,seed=3", "special-blocks"});
 }
 
 namespace {

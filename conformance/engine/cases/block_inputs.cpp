@@ -25,8 +25,7 @@ std::vector<float> tiny_blocks(const InputSpec& spec, const FormatSpec& format, 
   // (the product of 1 is exact), and every other value rounds into the tiny or subnormal range
   std::vector<float> base = format.edge_inputs(params);
   if (format.input_tile) {  // a 2-D format's edges as whole tiles, so that each absmax's copy starts a tile
-    const InputTile t = format.input_tile(params);
-    const auto area = static_cast<std::size_t>(t.rows * t.cols);
+    const std::size_t area = tile_area(format, params);
     base.resize((base.size() + area - 1) / area * area, 0.0f);
   }
   std::vector<float> out;
@@ -36,8 +35,17 @@ std::vector<float> tiny_blocks(const InputSpec& spec, const FormatSpec& format, 
   return out;
 }
 
+std::size_t tile_area(const FormatSpec& format, const nlohmann::json& params) {
+  const InputTile t = format.input_tile(params);
+  return static_cast<std::size_t>(t.rows * t.cols);
+}
+
 std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
-  const std::size_t block = input_block_size(spec, format, params);
+  // a 2-D format's blocks are whole tiles of its shape rule (one tile wide, a tile is a contiguous run
+  // of the values), so that every group or tile of the kernel, row-wise or column-wise, holds only the
+  // one special value, and in the last tile, whose magnitudes rise along rows and down columns, every
+  // group ends on its largest value
+  const std::size_t block = format.input_tile ? tile_area(format, params) : input_block_size(spec, format, params);
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> out;
   const auto fill = [&](auto value) {
@@ -52,7 +60,7 @@ std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& forma
   fill([&](std::size_t k) { return k % 2 ? -0.0f : 0.0f; });
   // the last block: rising magnitudes of both signs, its largest value last, where a loop that stops
   // one short of the tail's end (or reads the whole block's length) finds another absmax
-  const std::size_t tail = format.whole_blocks || block < 2 ? block : (block + 1) / 2;
+  const std::size_t tail = format.whole_blocks || format.input_tile || block < 2 ? block : (block + 1) / 2;
   // torchao's 4-bit states pack codes in pairs over the whole state: a whole-block format with an odd
   // block size gets that last block twice, so that the count is even
   for (int copy = format.whole_blocks && block % 2 ? 2 : 1; copy > 0; --copy) {

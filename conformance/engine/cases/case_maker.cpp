@@ -196,16 +196,24 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
   }
   // The decision points of a block's own (docs/verifying-a-kernel.md, "What the battery reaches"): a
   // lookup table's cells, tiny and subnormal absmaxes, blocks of one special value and a last block
-  // ending on its largest value (1-D formats: a 2-D format's groups are not runs of the list)
+  // ending on its largest value (a 2-D format's as whole tiles: each group or tile of one value)
   const std::string block_param = edge_block_param(defaults);
   if (f.table_edge_inputs) push("table-edges");
   if (f.edge_inputs && !block_param.empty()) push("tiny-blocks");
-  if (!block_param.empty() && !f.input_tile) push("special-blocks");
+  if (!block_param.empty() || f.input_tile) push("special-blocks");
   // the other block sizes the library takes: its boundaries, its special blocks and a random input
+  // (a 2-D format's of whole tiles of that size, one at least)
   for (std::size_t block : f.battery_block_sizes) {
     nlohmann::json sized = defaults;
     sized[block_param] = block;
-    for (const char* spec : {"edges", "special-blocks", "normal:n=4096,seed=5"}) runs.push_back({spec, sized});
+    std::size_t n = 4096;
+    if (f.input_tile) {
+      const InputTile t = f.input_tile(sized);
+      const auto area = static_cast<std::size_t>(t.rows * t.cols);
+      n = (n + area - 1) / area * area;
+    }
+    for (const std::string& spec : {std::string("edges"), std::string("special-blocks"), "normal:n=" + std::to_string(n) + ",seed=5"})
+      runs.push_back({spec, sized});
   }
   // the parameter values the libraries use in practice: the boundaries, the special values and blocks
   for (const nlohmann::json& values : f.battery_params) {

@@ -76,6 +76,7 @@ std::vector<KnownVariant> known_variants(const FormatSpec& f) {
   diagnosis::add_codebook_variants(f, out);
   diagnosis::add_bnb_variants(f, out);
   diagnosis::add_coat_variants(f, out);
+  diagnosis::add_coat_group_variants(f, out);
   diagnosis::add_tail_variants(f, out);
   diagnosis::add_param_variants(f, out);
   return out;

@@ -89,6 +89,10 @@ nlohmann::json defaults(int qb) {
 
 const char* kProvenance = "NVlabs/COAT 80ec99f coat/activation/real_quantization/";
 
+// The group sizes COAT builds its quantize kernels for (_quantize.py: QB in [16, 32, 64, 128]): the
+// battery runs the smallest and the largest besides a format's default (per tensor takes 16 only).
+constexpr std::size_t kSmallestGroup = 16, kLargestGroup = 128;
+
 // The schema's pieces: a 2-D input, FP8 codes (E4M3 or E5M2 by the fp8 parameter) of its shape or
 // its transpose's, and a scale (bf16 or float32 by scale_dtype) with one entry per group or tile.
 TensorSpec matrix_input() { return {"input", {.dtypes = {DType::F32, DType::BF16}, .shape = any_shape(2)}}; }
@@ -202,6 +206,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 2, 4); };  // M % 2QB, N % 4QB
+    f.battery_block_sizes = {kLargestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
     out.push_back(std::move(f));
@@ -269,6 +274,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 1, 1); };  // M, N multiples of QB
+    f.battery_block_sizes = {kLargestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
     out.push_back(std::move(f));
@@ -294,6 +300,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.dequantize_reads = {"codes", "scale"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return dequant_groups(c, "codes", "scale"); };
     f.input_tile = [](const nlohmann::json& p) { return group_tile(p, 1, 1); };  // QB x QB tiles
+    f.battery_block_sizes = {kSmallestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, true); };
     out.push_back(std::move(f));

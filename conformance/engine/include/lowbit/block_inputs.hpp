@@ -18,14 +18,18 @@ namespace lowbit {
 std::vector<float> tiny_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 inline constexpr float kTinyAbsmaxes[] = {1e-20f, 1.5e-38f, 3.0e-39f, 1e-40f, 4.2e-45f};
 
-// Whole blocks of the format's block size (block_size, or COAT's group_size): all NaN (both signs,
+// Whole blocks of the format's block size (block_size, or COAT's group_size; a 2-D format's: whole
+// tiles of its input_tile, every group and tile of them): all NaN (both signs,
 // several payloads, 0xFFC00001 first), all infinite
 // (+Inf and -Inf alternating), all -0.0, +0.0 and -0.0 alternating; then a last block that ends on its
 // largest value (1.7, every earlier value smaller), partial (half a block, rounded up) where the format
-// takes a partial tail, whole where it quantizes whole blocks only (FormatSpec::whole_blocks) or the
+// takes a partial tail, whole where it is 2-D, where it quantizes whole blocks only (FormatSpec::whole_blocks) or the
 // block is one element (twice for a whole-block format of an odd block size: torchao's 4-bit packing
 // needs an even count).
 std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
+// The values in one input_tile of a 2-D format for the params.
+std::size_t tile_area(const FormatSpec& format, const nlohmann::json& params);
 
 // The block size of the params that these inputs are made in (edge_block_param's), or
 // std::invalid_argument naming the input spec when the format has none.

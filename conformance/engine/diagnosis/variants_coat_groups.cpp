@@ -1,0 +1,135 @@
+// The variants of how COAT's group activation quantizers (coat.act.pergroup, coat.act.perblock) reduce
+// a group or tile to its absmax and treat a zero one: a reduction started from 0 (a group of NaNs alone
+// then gets the floor's scale where COAT's tl.max gives NaN), one that stops one element short, one
+// over the first 16 elements whatever QB is (COAT's default group size hard-coded), and the zero group
+// written as code 0x00 (fp8.perblock.e4m3's rule) where COAT divides and keeps -0.0's sign. Each is
+// the reference run on the input with the elements the variant's reduction sees otherwise: an element
+// it skips made NaN (which COAT's absmax ignores), the first of a NaN group made 0; those elements'
+// codes are then made again from their own value and the variant's fp32 scale.
+#include <cmath>
+#include <functional>
+#include <limits>
+
+#include "lowbit/coat_activation.hpp"
+#include "variants.hpp"
+
+namespace lowbit::diagnosis {
+
+namespace {
+
+// The codes tensor's groups (row groups or tiles) and each element's place in its group in memory order.
+struct Groups {
+  BlockMap map;
+  std::vector<std::size_t> place;  // of each element
+  std::vector<std::size_t> size;   // of each group
+};
+
+Groups groups_of(const Case& e) {
+  Groups g{block_map(e, "codes"), {}, {}};
+  g.size.assign(g.map.blocks, 0);
+  const std::size_t n = e.require("codes").bytes.size();
+  g.place.resize(n);
+  for (std::size_t i = 0; i < n; ++i) g.place[i] = g.size.at(g.map.block_of(i))++;
+  return g;
+}
+
+// What a variant's reduction sees of element i (of value x): nullopt for x itself, else its stand-in.
+using Seen = std::function<std::optional<float>(std::size_t i, float x)>;
+
+// The reference on the input as the variant's reduction sees it: its scales are the variant's; the
+// codes of the elements seen otherwise are made again from their own value and the variant's fp32 S.
+std::optional<Case> reduced_otherwise(const FormatSpec& f, const Case& e, const nlohmann::json& p, const Seen& seen) {
+  const Tensor& input = e.require("input");
+  if (input.shape.size() != 2 || e.require("codes").bytes.size() != input.element_count()) return std::nullopt;
+  std::vector<float> x(input.element_count());
+  std::vector<std::size_t> changed;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = input.value_as_float(i);
+    if (const std::optional<float> other = seen(i, x[i])) {
+      x[i] = *other;
+      changed.push_back(i);
+    }
+  }
+  if (changed.empty()) return std::nullopt;  // the reference's own reduction on this case
+  Case as_seen = e;
+  as_seen.add(Tensor::from_f32("input", input.shape, x));
+  Case c = with_outputs(e, f.run(as_seen, p, 1));
+  nlohmann::json f32 = p;
+  f32["scale_dtype"] = "f32";
+  std::vector<float> s;
+  for (const Tensor& t : f.run(as_seen, f32, 1))
+    if (t.name == "scale") s = t.f32();
+  const BlockMap map = block_map(e, "codes");
+  if (s.size() != map.blocks) return std::nullopt;
+  const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
+  const auto casts = p.at("casts") == "gpu" ? coat_act::Casts::Gpu : coat_act::Casts::TritonInterpreter;
+  const auto division = p.at("division") == "ieee" ? coat_act::Division::Ieee : coat_act::Division::DivFull;
+  const Tensor& codes = c.require("codes");
+  std::vector<std::uint8_t> bytes = codes.bytes;
+  for (std::size_t i : changed)
+    bytes[i] = coat_act::cast_fp8(coat_act::div(input.value_as_float(i), s[map.block_of(i)], division), id, casts);
+  c.add(Tensor::from_bytes("codes", codes.dtype, codes.shape, bytes));
+  return c;
+}
+
+const float kSkipped = std::numeric_limits<float>::quiet_NaN();  // what COAT's absmax ignores
+
+// A variant whose reduction skips the elements at the places skip(place in group, group size) gives.
+decltype(KnownVariant::run) skipping(const FormatSpec* spec, std::function<bool(std::size_t place, std::size_t size)> skip) {
+  return [spec, skip](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+    const Groups g = groups_of(e);
+    return reduced_otherwise(*spec, e, p, [&](std::size_t i, float) -> std::optional<float> {
+      if (!skip(g.place[i], g.size[g.map.block_of(i)])) return std::nullopt;
+      return kSkipped;
+    });
+  };
+}
+
+}  // namespace
+
+void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
+  if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
+  const FormatSpec* spec = &f;
+  out.push_back({"absmax-from-zero",
+                 "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
+                 "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
+                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                   const Groups g = groups_of(e);
+                   const Tensor& input = e.require("input");
+                   std::vector<bool> has_number(g.map.blocks);
+                   for (std::size_t i = 0; i < input.element_count(); ++i)
+                     if (!std::isnan(input.value_as_float(i))) has_number[g.map.block_of(i)] = true;
+                   return reduced_otherwise(*spec, e, p, [&](std::size_t i, float) -> std::optional<float> {
+                     if (has_number[g.map.block_of(i)] || g.place[i] != 0) return std::nullopt;
+                     return 0.0f;
+                   });
+                 }});
+  out.push_back({"absmax-misses-last",
+                 "the reference with a group absmax over all but the group's last element (a loop bound one short)",
+                 skipping(spec, [](std::size_t place, std::size_t size) { return place + 1 == size; })});
+  out.push_back({"absmax-first-16",
+                 "the reference with a group absmax over the group's first 16 elements whatever group_size is "
+                 "(COAT's default QB hard-coded in the reduction)",
+                 skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; })});
+  out.push_back({"zero-group-codes-zero",
+                 "the reference with every code of a group whose absmax is 0 written 0x00 (fp8.perblock.e4m3's rule "
+                 "for a zero block), where COAT divides by the floor's scale and -0.0 keeps its sign",
+                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                   const Groups g = groups_of(e);
+                   const Tensor& input = e.require("input");
+                   std::vector<float> amax(g.map.blocks, kSkipped);
+                   for (std::size_t i = 0; i < input.element_count(); ++i)
+                     amax[g.map.block_of(i)] = coat_act::absmax_step(amax[g.map.block_of(i)], input.value_as_float(i));
+                   std::vector<std::uint8_t> codes = e.require("codes").u8();
+                   bool any = false;
+                   for (std::size_t i = 0; i < codes.size(); ++i)
+                     if (amax[g.map.block_of(i)] == 0.0f) {
+                       codes[i] = 0;
+                       any = true;
+                     }
+                   if (!any) return std::nullopt;
+                   return with_codes(*spec, e, p, std::move(codes));
+                 }});
+}
+
+}  // namespace lowbit::diagnosis
