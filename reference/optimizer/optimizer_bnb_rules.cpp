@@ -15,46 +15,16 @@
 #include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/parallel_blocks.hpp"
+#include "lowbit/torch_cpu_ops.hpp"
 
 namespace lowbit::optimizer {
 
 namespace {
 
-// a + b where both may be NaN: x86 returns the first operand's NaN (quieted), but the compiler may
-// encode a float addition either way round; the step's NaN payloads are fixed as the source writes
-// the operands (torch's `self + alpha * other`), so that the fast kernels can match them
-float plus(float a, float b) {
-  return std::isnan(a) && std::isnan(b) ? std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) | 0x00400000u) : a + b;
-}
-
-// torch's CPU add(self, other, alpha) on float32: ATen's ufunc add is fmadd(other, alpha, self) in
-// the vectorized kernels (built with FMA) and self + alpha * other in the scalar ones (torch 2.15
-// aten/src/ATen/native/ufunc/add.h)
-float add_alpha(float self, float other, float alpha, bool fused) {
-  return fused ? std::fma(other, alpha, self) : plus(self, alpha * other);
-}
-
-// torch's CPU addcmul(self, t1, t2, value): self + value * t1 * t2, the last multiply-add contracted
-// to one fma in the vectorized kernels (as bnb_adam_cpu_element's v)
-float addcmul(float self, float t1, float t2, float value, bool fused) {
-  return fused ? std::fma(value * t1, t2, self) : plus(self, (value * t1) * t2);
-}
-
-// torch's CPU sign on float32: (0 < a) - (a < 0) (vectorized as two blends): +0 for either zero and
-// for NaN (both comparisons false)
-float torch_sign(float a) { return static_cast<float>((0.0f < a) - (a < 0.0f)); }
-
-// torch's CPU sqrt (MKL VML at every capability) as far as the golden cases and a direct probe of
-// torch 2.15 show: a NaN input comes back unchanged, a negative input or -Inf gives +qNaN 0x7FC00000
-// (x86's sqrtss would give the negative default NaN 0xFFC00000). A signed-map state (RMSprop,
-// Adagrad) dequantizes to -Inf once its absmax is Inf. Moved by `ulps` floats: the explainer's other
-// faithful root (0: correctly rounded).
-float moved_sqrt(float x, int ulps) {
-  if (x < 0.0f) return std::bit_cast<float>(0x7FC00000u);
-  float r = std::sqrt(x);
-  for (int k = 0; k < std::abs(ulps); ++k) r = std::nextafter(r, ulps > 0 ? INFINITY : -INFINITY);
-  return r;
-}
+using torch_cpu::add_alpha;
+using torch_cpu::addcmul;
+using torch_cpu::plus;
+using torch_cpu::sign;
 
 void check_sizes(const char* what, std::size_t n, std::size_t grad, std::initializer_list<const Moment*> states) {
   bool ok = grad == n;
@@ -89,7 +59,7 @@ RuleElement bnb_rule_cpu_element(BnbRule rule, float p, float g, float st, std::
     case BnbRule::Lion: {
       if (s.decays) p = p * s.decay;  // p_fp32.mul_(1 - lr * wd)
       // sign(state1.mul(beta1) + grad.mul(1 - beta1)): three tensors, three roundings
-      const float dir = torch_sign(st * s.b1 + g * s.w1);
+      const float dir = sign(st * s.b1 + g * s.w1);
       p = add_alpha(p, dir, s.neg_lr, s.fused);  // p_fp32.add_(update_dir, alpha=-lr)
       return {p, add_alpha(st * s.b2, g, s.w2, s.fused)};  // state1.mul_(beta2).add_(grad, alpha=1-beta2)
     }
@@ -103,7 +73,7 @@ RuleElement bnb_rule_cpu_element(BnbRule rule, float p, float g, float st, std::
       g = add_alpha(g, p, s.wd, s.fused);
       // RMSprop: state1.mul_(alpha).addcmul_(grad, grad, value=1-alpha); Adagrad: addcmul_(.., value=1.0)
       st = rule == BnbRule::Rmsprop ? addcmul(st * s.b1, g, g, s.w1, s.fused) : addcmul(st, g, g, 1.0f, s.fused);
-      const float denom = moved_sqrt(st, sqrt_ulps) + s.eps;  // state1.sqrt().add_(eps)
+      const float denom = torch_cpu::sqrt(st, sqrt_ulps) + s.eps;  // state1.sqrt().add_(eps)
       return {plus(p, (s.neg_lr * g) / denom), st};  // p_fp32.addcdiv_(grad, denom, value=-lr)
     }
   }
@@ -158,7 +128,7 @@ AdemamixElement bnb_ademamix_cpu_element(float p, float g, float m1, float m2, f
   m2 = add_alpha(m2 * s.b3, g, s.w3, s.fused);  // m2.mul_(beta3).add_(grad, alpha=1-beta3)
   nu = addcmul(nu * s.b2, g, g, s.w2, s.fused);  // nu.mul_(beta2).addcmul_(grad, grad, value=1-beta2)
   // (m1 / c1 + alpha * m2) / (nu.sqrt() / c2 + eps): each operation its own tensor, one rounding each
-  const float update = plus(m1 / s.c1, s.alpha * m2) / (moved_sqrt(nu, sqrt_ulps) / s.c2 + s.eps);
+  const float update = plus(m1 / s.c1, s.alpha * m2) / (torch_cpu::sqrt(nu, sqrt_ulps) / s.c2 + s.eps);
   if (s.decays) p = p * s.decay;
   return {add_alpha(p, update, s.neg_lr, s.fused), m1, m2, nu};  // p_fp32.add_(update, alpha=-lr)
 }

@@ -17,17 +17,6 @@ namespace {
 
 using namespace optimizer_io;
 
-optimizer::BnbAdamHyper bnb_hyper_from(const nlohmann::json& p) {
-  optimizer::BnbAdamHyper h;
-  h.lr = p.at("lr").get<double>();
-  h.beta1 = p.at("beta1").get<double>();
-  h.beta2 = p.at("beta2").get<double>();
-  h.eps = p.at("eps").get<double>();
-  h.weight_decay = p.at("weight_decay").get<double>();
-  h.fused = optimizer_io::fused_on(p);
-  return h;
-}
-
 std::int64_t step_of(const Case& in) {
   const std::vector<std::int64_t> v = in.require("step").i64();
   if (v.size() != 1) throw CaseError(in.origin + ": tensor 'step' must hold one value");
@@ -69,7 +58,7 @@ ElementExplainer bnb_param_explainer(const Case& expected, const Case& actual, c
   const optimizer::Moment m = read_moment(expected, "exp_avg", false), v = read_moment(expected, "exp_avg_sq", false);
   auto m_old = std::make_shared<const std::vector<float>>(blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, block));
   auto v_old = std::make_shared<const std::vector<float>>(blockwise::bnb_dequantize(v.codes, v.scale, v.qmap, block));
-  const auto s = optimizer::bnb_adam_scalars(bnb_hyper_from(p), step_of(expected));
+  const auto s = optimizer::bnb_adam_scalars(bnb_adam_hyper(p), step_of(expected));
   const Tensor* param = &expected.require("param");
   const Tensor* grad = &expected.require("grad");
   return [=](std::size_t i) -> Explanation {
@@ -146,7 +135,7 @@ FormatSpec bnb_adam_cpu_format() {
     const Tensor& param_in = in.require("param");
     std::vector<float> param = widened(param_in);
     optimizer::Moment m = read_moment(in, "exp_avg", false), v = read_moment(in, "exp_avg_sq", false);
-    optimizer::bnb_adam_cpu_step(param, widened(in.require("grad")), step_of(in), m, v, bnb_hyper_from(p),
+    optimizer::bnb_adam_cpu_step(param, widened(in.require("grad")), step_of(in), m, v, bnb_adam_hyper(p),
                                  positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     if (param_in.dtype == DType::BF16)
       for (float& x : param) x = widen_bf16(static_cast<std::uint16_t>(written_bits(x, DType::BF16, fused_on(p))));
@@ -171,7 +160,7 @@ FormatSpec bnb_adam_cuda_format() {
     const std::int64_t step = step_of(in);
     if (step < 1 || step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
     optimizer::bnb_adam_cuda_step(param, in.require("grad").f32(), static_cast<std::int32_t>(step), m, v,
-                                  bnb_hyper_from(p));
+                                  bnb_adam_hyper(p));
     return outputs_of(in, param, m, v);
   };
   return f;

@@ -89,17 +89,6 @@ ElementExplainer sqrt_explainer(const Case& expected, const Case& actual, const 
 
 // ---- one-state rules -----------------------------------------------------------------------------
 
-optimizer::BnbRuleHyper rule_hyper(const nlohmann::json& p, const char* beta1, const char* beta2) {
-  optimizer::BnbRuleHyper h;
-  h.lr = p.at("lr").get<double>();
-  h.beta1 = beta1 ? p.at(beta1).get<double>() : 0.0;
-  h.beta2 = beta2 ? p.at(beta2).get<double>() : 0.0;
-  h.eps = p.contains("eps") ? p.at("eps").get<double>() : 0.0;
-  h.weight_decay = p.at("weight_decay").get<double>();
-  h.fused = fused_on(p);
-  return h;
-}
-
 struct RuleSpec {
   const char* name;
   optimizer::BnbRule rule;
@@ -129,7 +118,7 @@ FormatSpec rule_format(const RuleSpec& r) {
   f.run = [state, rule, b1, b2](const Case& in, const nlohmann::json& p, int threads) {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m = read_moment(in, state, false);
-    optimizer::bnb_rule_cpu_step(rule, param, in.require("grad").f32(), step_of(in), m, rule_hyper(p, b1, b2),
+    optimizer::bnb_rule_cpu_step(rule, param, in.require("grad").f32(), step_of(in), m, bnb_rule_hyper(p, b1, b2),
                                  positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     return outputs_of(param, {{state, &m}});
   };
@@ -142,7 +131,7 @@ FormatSpec rule_format(const RuleSpec& r) {
             blockwise::bnb_dequantize(m.codes, m.scale, m.qmap, positive_size_param(p, "block_size")));
         auto param = std::make_shared<const std::vector<float>>(c.require("param").f32());
         auto grad = std::make_shared<const std::vector<float>>(c.require("grad").f32());
-        const optimizer::BnbRuleScalars s = optimizer::bnb_rule_scalars(rule_hyper(p, b1, b2));
+        const optimizer::BnbRuleScalars s = optimizer::bnb_rule_scalars(bnb_rule_hyper(p, b1, b2));
         const std::int64_t step = step_of(c);
         return [=](std::size_t i, int ulps) -> std::pair<float, float> {
           if (i >= old->size() || i >= grad->size()) return {0.0f, 0.0f};
@@ -186,17 +175,6 @@ std::vector<RuleSpec> rule_specs() {
 
 // ---- AdEMAMix -------------------------------------------------------------------------------------
 
-optimizer::BnbAdemamixHyper ademamix_hyper(const nlohmann::json& p) {
-  optimizer::BnbAdemamixHyper h;
-  for (auto [key, field] : {std::pair{"lr", &h.lr}, {"beta1", &h.beta1}, {"beta2", &h.beta2}, {"beta3", &h.beta3},
-                             {"alpha", &h.alpha}, {"eps", &h.eps}, {"weight_decay", &h.weight_decay}})
-    *field = p.at(key).get<double>();
-  for (auto [key, field] : {std::pair{"t_alpha", &h.t_alpha}, {"t_beta3", &h.t_beta3}}) *field = p.at(key).get<std::int64_t>();
-  if (h.t_alpha < 0 || h.t_beta3 < 0) throw std::invalid_argument("t_alpha and t_beta3 must be >= 0 (0: no scheduler)");
-  h.fused = fused_on(p);
-  return h;
-}
-
 // AdEMAMix's three states (state1's two rows, signed; state2, unsigned) and AdEMAMix8bit's defaults,
 // the same for the CPU and the CUDA format.
 FormatSpec ademamix_states_format(const std::string& name, bool cuda) {
@@ -220,7 +198,7 @@ FormatSpec ademamix_format() {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m1 = read_moment(in, "exp_avg", false), m2 = read_moment(in, "exp_avg_slow", false),
                       nu = read_moment(in, "exp_avg_sq", false);
-    optimizer::bnb_ademamix_cpu_step(param, in.require("grad").f32(), step_of(in), m1, m2, nu, ademamix_hyper(p),
+    optimizer::bnb_ademamix_cpu_step(param, in.require("grad").f32(), step_of(in), m1, m2, nu, bnb_ademamix_hyper(p),
                                      positive_size_param(p, "block_size"), worth_threads(param.size(), threads));
     return outputs_of(param, {{"exp_avg", &m1}, {"exp_avg_slow", &m2}, {"exp_avg_sq", &nu}});
   };
@@ -234,7 +212,7 @@ FormatSpec ademamix_format() {
       }
       auto param = std::make_shared<const std::vector<float>>(c.require("param").f32());
       auto grad = std::make_shared<const std::vector<float>>(c.require("grad").f32());
-      const optimizer::BnbAdemamixScalars s = optimizer::bnb_ademamix_scalars(ademamix_hyper(p), step_of(c));
+      const optimizer::BnbAdemamixScalars s = optimizer::bnb_ademamix_scalars(bnb_ademamix_hyper(p), step_of(c));
       return [=](std::size_t i, int ulps) -> std::pair<float, float> {
         if (i >= grad->size() || i >= (*old)[2].size()) return {0.0f, 0.0f};
         const auto e =
@@ -260,7 +238,7 @@ FormatSpec rule_cuda_format(const RuleSpec& r) {
     optimizer::Moment m = read_moment(in, r.state, false);
     const std::int64_t step = step_of(in);
     if (step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
-    optimizer::bnb_rule_cuda_step(r.rule, param, in.require("grad").f32(), step, m, rule_hyper(p, r.beta1, r.beta2));
+    optimizer::bnb_rule_cuda_step(r.rule, param, in.require("grad").f32(), step, m, bnb_rule_hyper(p, r.beta1, r.beta2));
     return outputs_of(param, {{r.state, &m}});
   };
   return f;
@@ -339,7 +317,7 @@ FormatSpec ademamix_cuda_format() {
     optimizer::Moment m1 = read_moment(in, "exp_avg", false), m2 = read_moment(in, "exp_avg_slow", false),
                       nu = read_moment(in, "exp_avg_sq", false);
     optimizer::bnb_ademamix_cuda_step(param, in.require("grad").f32(), static_cast<std::int32_t>(step), m1, m2, nu,
-                                      ademamix_hyper(p));
+                                      bnb_ademamix_hyper(p));
     return outputs_of(param, {{"exp_avg", &m1}, {"exp_avg_slow", &m2}, {"exp_avg_sq", &nu}});
   };
   return f;

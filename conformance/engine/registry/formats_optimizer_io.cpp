@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
+#include "lowbit/bf16_round.hpp"
 #include "lowbit/codebook.hpp"
 #include "lowbit/float_bits.hpp"
 
@@ -49,6 +51,81 @@ bool fused_on(const nlohmann::json& params) {
   if (c == "avx2" || c == "avx512") return true;
   if (c == "default") return false;
   throw std::runtime_error("cpu_capability must be avx2, avx512 or default (got '" + c + "')");
+}
+
+optimizer::BnbAdamHyper bnb_adam_hyper(const nlohmann::json& p) {
+  optimizer::BnbAdamHyper h;
+  for (auto [key, field] : {std::pair{"lr", &h.lr}, {"beta1", &h.beta1}, {"beta2", &h.beta2}, {"eps", &h.eps},
+                             {"weight_decay", &h.weight_decay}})
+    *field = p.at(key).get<double>();
+  h.fused = fused_on(p);
+  return h;
+}
+
+optimizer::BnbRuleHyper bnb_rule_hyper(const nlohmann::json& p, const char* beta1, const char* beta2) {
+  optimizer::BnbRuleHyper h;
+  h.lr = p.at("lr").get<double>();
+  h.beta1 = beta1 ? p.at(beta1).get<double>() : 0.0;
+  h.beta2 = beta2 ? p.at(beta2).get<double>() : 0.0;
+  h.eps = p.contains("eps") ? p.at("eps").get<double>() : 0.0;
+  h.weight_decay = p.at("weight_decay").get<double>();
+  h.fused = fused_on(p);
+  return h;
+}
+
+optimizer::BnbAdemamixHyper bnb_ademamix_hyper(const nlohmann::json& p) {
+  optimizer::BnbAdemamixHyper h;
+  for (auto [key, field] : {std::pair{"lr", &h.lr}, {"beta1", &h.beta1}, {"beta2", &h.beta2}, {"beta3", &h.beta3},
+                             {"alpha", &h.alpha}, {"eps", &h.eps}, {"weight_decay", &h.weight_decay}})
+    *field = p.at(key).get<double>();
+  for (auto [key, field] : {std::pair{"t_alpha", &h.t_alpha}, {"t_beta3", &h.t_beta3}}) *field = p.at(key).get<std::int64_t>();
+  if (h.t_alpha < 0 || h.t_beta3 < 0) throw std::invalid_argument("t_alpha and t_beta3 must be >= 0 (0: no scheduler)");
+  h.fused = fused_on(p);
+  return h;
+}
+
+const BnbOneState* bnb_one_state(const std::string& format) {
+  static const std::pair<const char*, BnbOneState> rules[] = {
+      {"bnb.lion8bit.", {optimizer::BnbRule::Lion, "exp_avg", "beta1", "beta2"}},
+      {"bnb.momentum8bit.", {optimizer::BnbRule::Momentum, "momentum_buffer", "momentum", nullptr}},
+      {"bnb.rmsprop8bit.", {optimizer::BnbRule::Rmsprop, "square_avg", "alpha", nullptr}},
+      {"bnb.adagrad8bit.", {optimizer::BnbRule::Adagrad, "sum", nullptr, nullptr}}};
+  for (const auto& [prefix, rule] : rules)
+    if (format == std::string(prefix) + "cpu" || format == std::string(prefix) + "cuda") return &rule;
+  return nullptr;
+}
+
+namespace {
+
+// torchao passes lr as a float32 tensor, so the step reads the case's lr tensor; a case whose params
+// also name an lr (generated ones do) must hold that value, rounded to float32, in the tensor.
+float lr_of(const Case& in) {
+  const float lr = scalar(in, "lr");
+  const nlohmann::json given = in.params();
+  if (given.contains("lr") && (!given.at("lr").is_number() || static_cast<float>(given.at("lr").get<double>()) != lr))
+    throw CaseError(in.origin + ": params 'lr' " + given.at("lr").dump() + " disagrees with tensor 'lr' (" +
+                    nlohmann::json(lr).dump() + ")");
+  return lr;
+}
+
+}  // namespace
+
+optimizer::AdamHyper torchao_adam_hyper(const Case& in, const nlohmann::json& p) {
+  optimizer::AdamHyper h;
+  h.lr = lr_of(in);
+  for (auto [key, field] : {std::pair{"beta1", &h.beta1}, {"beta2", &h.beta2}, {"eps", &h.eps},
+                             {"weight_decay", &h.weight_decay}})
+    *field = p.at(key).get<double>();
+  h.adamw = p.at("adamw").get<bool>();
+  h.fused = fused_on(p);
+  return h;
+}
+
+float written(float p32, optimizer::ParamDtype dtype, bool vectorized, const std::vector<std::int32_t>& draws,
+              std::size_t i) {
+  if (!draws.empty()) return widen_bf16(bf16_stochastic_round(p32, draws[i], vectorized));
+  if (dtype != optimizer::ParamDtype::BFloat16) return p32;
+  return widen_bf16(vectorized ? bf16_round_nearest_even(p32) : bf16_round_nearest_even_c10(p32));
 }
 
 std::vector<float> widened(const Tensor& t) {

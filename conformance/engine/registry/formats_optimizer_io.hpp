@@ -7,6 +7,7 @@
 
 #include "lowbit/case.hpp"
 #include "lowbit/optimizer.hpp"
+#include "lowbit/optimizer_bnb_rules.hpp"
 
 namespace lowbit::optimizer_io {
 
@@ -32,6 +33,32 @@ struct BnbStateName {
   bool is_signed;
 };
 Case bnb_fresh_state(std::span<const float> param, const std::vector<BnbStateName>& states);
+
+// torchao's new parameter as its step writes it (p32 the float32 result of element i): RNE into its
+// dtype, or the stochastic rounding's draw; a bf16 NaN as torch's vectorized or scalar copy writes it
+// (TorchaoAdamOptions::vectorized_copies).
+float written(float p32, optimizer::ParamDtype dtype, bool vectorized, const std::vector<std::int32_t>& draws,
+              std::size_t i);
+
+// The hyperparameters of a format's resolved params, as the formats' reference runs and the diagnosis's
+// variants pass them to the reference: bitsandbytes' Adam, a one-state rule (beta1, beta2: the params
+// passed as the kernel's betas, null for 0.0), AdEMAMix (t_alpha and t_beta3 >= 0), and torchao's Adam,
+// whose lr is the case's float32 tensor `lr` (CaseError where the params name another).
+optimizer::BnbAdamHyper bnb_adam_hyper(const nlohmann::json& p);
+optimizer::BnbRuleHyper bnb_rule_hyper(const nlohmann::json& p, const char* beta1, const char* beta2);
+optimizer::BnbAdemamixHyper bnb_ademamix_hyper(const nlohmann::json& p);
+optimizer::AdamHyper torchao_adam_hyper(const Case& in, const nlohmann::json& p);
+
+// bitsandbytes' one-state rules by format name (bnb.lion8bit.cpu and .cuda, bnb.momentum8bit.*,
+// bnb.rmsprop8bit.*, bnb.adagrad8bit.*): the rule, its state and the params passed as the kernel's beta1
+// and beta2 (null: 0.0); null for any other format.
+struct BnbOneState {
+  optimizer::BnbRule rule;
+  const char* state;
+  const char* beta1;
+  const char* beta2;
+};
+const BnbOneState* bnb_one_state(const std::string& format);
 
 // A float32, bf16 or f16 tensor's elements widened to float (exactly; NaN payloads kept).
 std::vector<float> widened(const Tensor& t);

@@ -23,29 +23,6 @@ using namespace optimizer_io;
 
 const char* const kMoments[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
 
-// torchao passes lr as a float32 tensor, so the step reads the case's lr tensor; a case whose params
-// also name an lr (generated ones do) must hold that value, rounded to float32, in the tensor.
-float lr_of(const Case& in) {
-  const float lr = scalar(in, "lr");
-  const nlohmann::json given = in.params();
-  if (given.contains("lr") && (!given.at("lr").is_number() || static_cast<float>(given.at("lr").get<double>()) != lr))
-    throw CaseError(in.origin + ": params 'lr' " + given.at("lr").dump() + " disagrees with tensor 'lr' (" +
-                    nlohmann::json(lr).dump() + ")");
-  return lr;
-}
-
-optimizer::AdamHyper hyper_from(const Case& in, const nlohmann::json& p) {
-  optimizer::AdamHyper h;
-  h.lr = lr_of(in);
-  h.beta1 = p.at("beta1").get<double>();
-  h.beta2 = p.at("beta2").get<double>();
-  h.eps = p.at("eps").get<double>();
-  h.weight_decay = p.at("weight_decay").get<double>();
-  h.adamw = p.at("adamw").get<bool>();
-  h.fused = optimizer_io::fused_on(p);
-  return h;
-}
-
 optimizer::TorchaoAdamOptions options_from(const Case& in, const nlohmann::json& p, TorchaoState kind) {
   optimizer::TorchaoAdamOptions o;
   o.kind = kind;
@@ -107,15 +84,6 @@ std::vector<std::int32_t> random_draws(const Case& in, const nlohmann::json& p) 
   return p.at("bf16_stochastic_round").get<bool>() ? in.require("sr_random").i32() : std::vector<std::int32_t>{};
 }
 
-// The new parameter as the step writes it: RNE into its dtype, or the stochastic rounding's draw; a
-// bf16 NaN as torch's vectorized or scalar copy writes it (TorchaoAdamOptions::vectorized_copies).
-float written(float p32, optimizer::ParamDtype dtype, bool vectorized, const std::vector<std::int32_t>& draws,
-              std::size_t i) {
-  if (!draws.empty()) return widen_bf16(bf16_stochastic_round(p32, draws[i], vectorized));
-  if (dtype != optimizer::ParamDtype::BFloat16) return p32;
-  return widen_bf16(vectorized ? bf16_round_nearest_even(p32) : bf16_round_nearest_even_c10(p32));
-}
-
 // The arithmetic variant a kernel may use instead of torch.lerp's single rounding: the lerp written out
 // as a multiply and an add (two roundings, as torch.compile's CPU code has it;
 // docs/formats/torchao-adam.md), the rest of the element as torchao_adam_element has it with
@@ -159,7 +127,7 @@ ElementExplainer param_explainer(const Case& expected, const Case& actual, const
   r->draws = random_draws(expected, p);
   r->param_dtype = o.param_dtype;
   r->vectorized_copies = o.vectorized_copies;
-  const optimizer::AdamHyper h = hyper_from(expected, p);
+  const optimizer::AdamHyper h = torchao_adam_hyper(expected, p);
   const float step = scalar(expected, "step") + 1.0f;
   // sqrt(bc2) correctly rounded first, then the other faithful root (torch's CPU sqrt, MKL): the bias
   // correction bc2 = 1 - powf(f32(beta2), step) as torchao_adam_scalars computes it
@@ -293,7 +261,7 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
   f.optional_inputs.push_back({"sr_random", {.dtypes = {DType::I32}, .shape = same_count("param"),
                                              .required_when = "bf16_stochastic_round"}});
   f.run = [kind](const Case& in, const nlohmann::json& p, int threads) {
-    const optimizer::AdamHyper h = hyper_from(in, p);
+    const optimizer::AdamHyper h = torchao_adam_hyper(in, p);
     optimizer::TorchaoAdamOptions o = options_from(in, p, kind);
     o.threads = worth_threads(in.require("param").element_count(), threads);
     const std::vector<std::int32_t> draws = random_draws(in, p);

@@ -1,0 +1,241 @@
+// The variants of the optimizer steps on the CPU (torchao.adam.codebook*, bnb.*8bit.cpu): one step
+// recomputed from the case's inputs with one rule changed, the ways optimizer implementations are known
+// to differ: the lerp weights exchanged, bitsandbytes' CUDA order of decay and update, Lion's sign before
+// the interpolation, torch.optim.SGD's dampening, Keras' eps under the root, AdamW's decoupled decay for
+// an L2 one, AdEMAMix's alpha scheduler one step late. Everything else is the reference's own: its
+// scalars, its dequantizer, its element functions and the quantizer its state uses.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "../registry/formats_optimizer_io.hpp"
+#include "lowbit/blockwise.hpp"
+#include "lowbit/optimizer.hpp"
+#include "lowbit/optimizer_bnb_rules.hpp"
+#include "lowbit/torch_cpu_ops.hpp"
+#include "variants.hpp"
+
+namespace lowbit::diagnosis {
+
+namespace {
+
+namespace opt = lowbit::optimizer;
+
+// ---- bitsandbytes' CPU step ---------------------------------------------------------------------
+
+// One element's new parameter and unquantized new states (in the case's state order), from its
+// parameter, gradient and dequantized old states.
+struct Stepped {
+  float param;
+  std::vector<float> states;
+};
+using BnbElement = std::function<Stepped(float p, float g, const std::vector<float>& old)>;
+
+// bitsandbytes' CPU step on the case's inputs with `element` for each element: the states dequantized
+// (qmap[code] * absmax), the gradient as g.float() * gnorm_scale reads it, the new states requantized with
+// the CPU lookup table, as the reference's step does.
+Case bnb_cpu_restep(const Case& e, const nlohmann::json& p, const std::vector<std::string>& states,
+                    const BnbElement& element) {
+  const std::size_t block = positive_size_param(p, "block_size");
+  const std::vector<float> param = e.require("param").f32(), grad = e.require("grad").f32();
+  std::vector<std::vector<float>> old;
+  for (const std::string& s : states)
+    old.push_back(blockwise::bnb_dequantize(e.require(s + ".codes").u8(), e.require(s + ".scale").f32(),
+                                            e.require(s + ".qmap").f32(), block));
+  std::vector<float> next(param.size());
+  std::vector<std::vector<float>> updated(states.size(), std::vector<float>(param.size()));
+  std::vector<float> olds(states.size());
+  for (std::size_t i = 0; i < param.size(); ++i) {
+    for (std::size_t k = 0; k < states.size(); ++k) olds[k] = old[k].at(i);
+    const Stepped s = element(param[i], grad.at(i) * 1.0f, olds);
+    next[i] = s.param;
+    for (std::size_t k = 0; k < states.size(); ++k) updated[k][i] = s.states.at(k);
+  }
+  Case c = e;
+  c.add(Tensor::from_f32("param.next", e.require("param.next").shape, next));
+  for (std::size_t k = 0; k < states.size(); ++k) {
+    const blockwise::Quantized q =
+        blockwise::bnb_quantize(updated[k], e.require(states[k] + ".qmap").f32(), block, blockwise::BnbBackend::CpuLut);
+    const std::string codes = states[k] + ".codes.next", scale = states[k] + ".scale.next";
+    c.add(Tensor::from_bytes(codes, DType::U8, e.require(codes).shape, q.codes));
+    c.add(Tensor::from_f32(scale, e.require(scale).shape, q.scale));
+  }
+  return c;
+}
+
+std::int64_t step_of(const Case& e) { return e.require("step").i64().at(0); }
+
+// A one-state rule's element changed: element(p, g, state, step, the reference's scalars).
+using RuleElementFn =
+    std::function<opt::RuleElement(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s)>;
+KnownVariant one_state_variant(const optimizer_io::BnbOneState& r, std::string name, std::string description,
+                               RuleElementFn element) {
+  return {std::move(name), std::move(description),
+          [r, element](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+            const opt::BnbRuleScalars s = opt::bnb_rule_scalars(optimizer_io::bnb_rule_hyper(p, r.beta1, r.beta2));
+            const std::int64_t step = step_of(e);
+            return bnb_cpu_restep(e, p, {r.state}, [&](float pv, float g, const std::vector<float>& old) {
+              const opt::RuleElement out = element(pv, g, old[0], step, s);
+              return Stepped{out.param, {out.state}};
+            });
+          }};
+}
+
+using opt::bnb_rule_cpu_element;
+using opt::torch_cpu::add_alpha;
+
+// Lion's direction beta1 sign(m) + (1 - beta1) sign(g): the signs interpolated instead of the sign of
+// the interpolation (the Lion paper's and bitsandbytes' order), the parameter moved by -lr times it as a
+// kernel writes it out (each operation rounded: no torch op fuses a direction that is not +-1)
+opt::RuleElement lion_signs_interpolated(float p, float g, float m, std::int64_t step, const opt::BnbRuleScalars& s) {
+  const float state = bnb_rule_cpu_element(opt::BnbRule::Lion, p, g, m, step, s).state;
+  if (s.decays) p = p * s.decay;
+  const float dir = opt::torch_cpu::sign(m) * s.b1 + opt::torch_cpu::sign(g) * s.w1;
+  return {opt::torch_cpu::plus(p, s.neg_lr * dir), state};
+}
+
+// torch.optim.SGD's buffer with dampening = momentum: buf = momentum buf + (1 - momentum) g from step 2,
+// written out (each operation rounded); bitsandbytes adds the whole gradient: no dampening
+opt::RuleElement momentum_dampened(float p, float g, float buf, std::int64_t step, const opt::BnbRuleScalars& s) {
+  if (step == 1) return bnb_rule_cpu_element(opt::BnbRule::Momentum, p, g, buf, step, s);  // the copy of the gradient
+  const float gd = add_alpha(g, p, s.wd, s.fused);
+  const float next = buf * s.b1 + gd * s.w1;
+  return {add_alpha(p, next, s.neg_lr, s.fused), next};
+}
+
+// Keras' RMSprop: eps under the root, sqrt(s + eps) (torch and bitsandbytes: sqrt(s) + eps)
+opt::RuleElement rmsprop_eps_inside(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s) {
+  const float state = bnb_rule_cpu_element(opt::BnbRule::Rmsprop, p, g, st, step, s).state;
+  const float gd = add_alpha(g, p, s.wd, s.fused);
+  return {opt::torch_cpu::plus(p, (s.neg_lr * gd) / opt::torch_cpu::sqrt(state + s.eps)), state};
+}
+
+// AdamW's decoupled decay, p (1 - lr wd), where bitsandbytes adds wd p to the gradient (L2): the
+// reference's element without the L2 term on the decayed parameter
+opt::RuleElement adagrad_decay_decoupled(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s) {
+  opt::BnbRuleScalars no_l2 = s;
+  no_l2.wd = 0.0f;
+  return bnb_rule_cpu_element(opt::BnbRule::Adagrad, s.decays ? p * s.decay : p, g, st, step, no_l2);
+}
+
+struct RuleVariant {
+  opt::BnbRule rule;
+  const char* name;
+  opt::RuleElement (*element)(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s);
+  const char* description;
+};
+constexpr RuleVariant kRuleVariants[] = {
+    {opt::BnbRule::Lion, "lion-sign-before-interpolation", lion_signs_interpolated,
+     "the reference with Lion's sign taken before the interpolation, beta1 sign(m) + (1 - beta1) sign(g), where the "
+     "Lion paper and bitsandbytes take sign(beta1 m + (1 - beta1) g)"},
+    {opt::BnbRule::Momentum, "momentum-dampened", momentum_dampened,
+     "the reference with the momentum buffer dampened, momentum buf + (1 - momentum) g (torch.optim.SGD with "
+     "dampening = momentum), where bitsandbytes adds the whole gradient"},
+    {opt::BnbRule::Rmsprop, "rmsprop-eps-inside-sqrt", rmsprop_eps_inside,
+     "the reference with RMSprop's eps under the root, sqrt(s + eps) (Keras' rule), where torch and bitsandbytes take "
+     "sqrt(s) + eps"},
+    {opt::BnbRule::Adagrad, "adagrad-decay-decoupled", adagrad_decay_decoupled,
+     "the reference with Adagrad's weight decay decoupled, p (1 - lr wd) before the update (AdamW's rule), where "
+     "bitsandbytes adds wd p to the gradient (L2)"}};
+
+// bitsandbytes' CPU Adam with the CUDA kernel's order: the decay of the updated parameter.
+std::optional<Case> adam_decay_after_update(const Case& e, const nlohmann::json& p) {
+  const opt::BnbAdamScalars s = opt::bnb_adam_scalars(optimizer_io::bnb_adam_hyper(p), step_of(e));
+  opt::BnbAdamScalars undecayed = s;
+  undecayed.decays = false;
+  return bnb_cpu_restep(e, p, {"exp_avg", "exp_avg_sq"}, [&](float pv, float g, const std::vector<float>& old) {
+    const opt::AdamElement a = opt::bnb_adam_cpu_element(pv, g, old[0], old[1], undecayed);
+    return Stepped{s.decays ? a.param * s.decay : a.param, {a.exp_avg, a.exp_avg_sq}};
+  });
+}
+
+// AdEMAMix's alpha scheduler read one step late: alpha_t of step - 1 (AdEMAMix.update_step increments
+// the step first, so step 1 has alpha / t_alpha).
+std::optional<Case> ademamix_alpha_late(const Case& e, const nlohmann::json& p) {
+  const opt::BnbAdemamixHyper h = optimizer_io::bnb_ademamix_hyper(p);
+  const std::int64_t step = step_of(e);
+  if (h.t_alpha == 0) return std::nullopt;  // no scheduler: nothing to be late
+  opt::BnbAdemamixScalars s = opt::bnb_ademamix_scalars(h, step);
+  s.alpha = opt::bnb_ademamix_scalars(h, step - 1).alpha;
+  return bnb_cpu_restep(
+      e, p, {"exp_avg", "exp_avg_slow", "exp_avg_sq"}, [&](float pv, float g, const std::vector<float>& old) {
+        const opt::AdemamixElement a = opt::bnb_ademamix_cpu_element(pv, g, old[0], old[1], old[2], s);
+        return Stepped{a.param, {a.m1, a.m2, a.nu}};
+      });
+}
+
+// ---- torchao's Adam -----------------------------------------------------------------------------
+
+// torchao's step on a codebook state with the moments' lerp weights exchanged: beta where torch.lerp
+// is given 1 - beta, so that the new gradient takes the weight the history should keep. The parameter
+// written back as the reference writes it (float32, or bf16 rounded to nearest even or stochastically).
+std::optional<Case> torchao_lerp_swapped(const Case& e, const nlohmann::json& p) {
+  const Tensor& param_in = e.require("param");
+  if (param_in.dtype != DType::F32 && param_in.dtype != DType::BF16) return std::nullopt;
+  const std::size_t block = positive_size_param(p, "block_size");
+  const opt::AdamHyper h = optimizer_io::torchao_adam_hyper(e, p);
+  opt::TorchaoAdamScalars s = opt::torchao_adam_scalars(h, optimizer_io::scalar(e, "step") + 1.0f);
+  s.w1 = static_cast<float>(h.beta1);  // torch.lerp's weight: beta as the float32 it becomes
+  s.w2 = static_cast<float>(h.beta2);
+  const std::vector<float> param = optimizer_io::widened(param_in), grad = optimizer_io::widened(e.require("grad"));
+  const std::vector<std::int32_t> draws =
+      p.at("bf16_stochastic_round").get<bool>() ? e.require("sr_random").i32() : std::vector<std::int32_t>{};
+  const auto dtype = param_in.dtype == DType::BF16 ? opt::ParamDtype::BFloat16 : opt::ParamDtype::Float32;
+  const char* const names[2] = {"exp_avg", "exp_avg_sq"};
+  opt::Moment moments[2];
+  std::vector<float> old[2], updated[2];
+  for (int k = 0; k < 2; ++k) {
+    moments[k] = optimizer_io::read_moment(e, names[k], false);
+    if (moments[k].codes.size() != param.size()) return std::nullopt;  // packed codes: not this variant's
+    old[k] = opt::dequantize(moments[k], opt::TorchaoState::Codebook, block);
+    updated[k].resize(param.size());
+  }
+  std::vector<float> next(param.size());
+  for (std::size_t i = 0; i < param.size(); ++i) {
+    const opt::AdamElement a = opt::torchao_adam_element(param[i], grad.at(i), old[0][i], old[1][i], s);
+    next[i] = optimizer_io::written(a.param, dtype, s.fused, draws, i);
+    updated[0][i] = a.exp_avg;
+    updated[1][i] = a.exp_avg_sq;
+  }
+  Case c = e;
+  c.add(optimizer_io::narrowed("param.next", e.require("param.next"), next));
+  for (int k = 0; k < 2; ++k) {
+    const blockwise::Quantized q = blockwise::torchao_quantize(updated[k], moments[k].qmap, block);
+    const std::string codes = std::string(names[k]) + ".codes.next", scale = std::string(names[k]) + ".scale.next";
+    const Tensor& was = e.require(codes);
+    c.add(Tensor::from_bytes(codes, was.dtype, was.shape, q.codes));
+    c.add(Tensor::from_f32(scale, e.require(scale).shape, q.scale));
+  }
+  return c;
+}
+
+// The whole-step variants by the formats (name prefix) they apply to.
+struct StepVariant {
+  const char* formats;
+  const char* name;
+  std::optional<Case> (*run)(const Case& e, const nlohmann::json& p);
+  const char* description;
+};
+constexpr StepVariant kStepVariants[] = {
+    {"torchao.adam.codebook", "lerp-weights-swapped", torchao_lerp_swapped,
+     "the reference with the lerp weights exchanged, lerp(m, g, beta1) and lerp(v, g^2, beta2), where torchao gives "
+     "torch.lerp 1 - beta"},
+    {"bnb.adam8bit.cpu", "decay-after-update", adam_decay_after_update,
+     "the reference with the weight decay after the update, (p + u)(1 - lr wd) (bitsandbytes' CUDA kernel's order), "
+     "where its CPU back end decays first, p (1 - lr wd) + u"},
+    {"bnb.ademamix8bit.cpu", "ademamix-alpha-one-step-late", ademamix_alpha_late,
+     "the reference with AdEMAMix's alpha scheduler one step late, min((step - 1) alpha / t_alpha, alpha), where "
+     "bitsandbytes schedules with the step it is taking"}};
+
+}  // namespace
+
+void add_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
+  for (const StepVariant& v : kStepVariants)
+    if (f.name.starts_with(v.formats)) out.push_back({v.name, v.description, v.run});
+  if (f.name.ends_with(".cpu"))
+    if (const optimizer_io::BnbOneState* r = optimizer_io::bnb_one_state(f.name))
+      for (const RuleVariant& v : kRuleVariants)
+        if (v.rule == r->rule) out.push_back(one_state_variant(*r, v.name, v.description, v.element));
+}
+
+}  // namespace lowbit::diagnosis
