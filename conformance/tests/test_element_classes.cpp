@@ -235,3 +235,30 @@ TEST_CASE("torchao 4-bit: packed bytes that only repeat a codes mismatch follow 
   CHECK(p.allowed == 40);  // judged once, in the codes tensor
   CHECK_FALSE(r.conformant);
 }
+
+TEST_CASE("bnb.blockwise8: a zero dequantized from another code is that code's mismatch, never a flush") {
+  // blocks of absmax 1e-40: every nonzero dequantized value is a float32 subnormal. A kernel that gives
+  // some elements the code of the table's 0 entry (the signed dynamic map's code 127, found here by
+  // value) dequantizes them to zero: the cause is the code, whose class its dequant shares.
+  std::vector<float> x;
+  for (int i = 0; i < 4096; ++i) x.push_back(1e-40f * std::sin(0.37f * static_cast<float>(i) + 0.1f));
+  const Case e = reference_on("bnb.blockwise8.dynamic", x);
+  const std::vector<float> q = e.require("qmap").f32(), want = e.require("dequant").f32();
+  const auto zero = static_cast<std::uint8_t>(std::find(q.begin(), q.end(), 0.0f) - q.begin());
+  REQUIRE(zero < q.size());
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  std::size_t moved = 0;
+  for (std::size_t i = 0; i < codes.size(); i += 7)
+    if (std::fpclassify(want[i]) == FP_SUBNORMAL && codes[i] != zero) {
+      codes[i] = zero;
+      ++moved;
+    }
+  REQUIRE(moved > 100);
+  const ComparisonReport r = compare_cases(e, with_codes(e, codes), TolerancePolicy{});
+  const TensorComparison& c = tensor(r, "codes");
+  const TensorComparison& d = tensor(r, "dequant");
+  CHECK(c.mismatches == moved);
+  CHECK(d.mismatches == moved);
+  CHECK(count(d, MismatchClass::FlushedSubnormal) == 0);
+  for (const MismatchClass k : kMismatchClasses) CHECK(count(d, k) == count(c, k));
+}

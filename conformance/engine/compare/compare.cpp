@@ -171,7 +171,8 @@ ComparisonReport compare_cases(const Case& expected, const Case& actual, const T
             if (explainer) m.why = explainer(i);
           }
           // what the explainer leaves unexplained may still be a flushed subnormal of the tensor's own dtype
-          if (m.why.cls == MismatchClass::Genuine && is_subnormal_bits(t.dtype, eb) && is_zero_bits(t.dtype, ab))
+          if (m.why.cls == MismatchClass::Genuine && !m.why.from_code && is_subnormal_bits(t.dtype, eb) &&
+              is_zero_bits(t.dtype, ab))
             m.why.cls = MismatchClass::FlushedSubnormal;
         }
         // near a boundary only within the policy's budget: farther off, the input was not near enough

@@ -188,7 +188,11 @@ ElementExplainer codebook_explainer(const Case& e, const Case& a, const std::str
   const std::vector<std::uint8_t>& got = c->actual->bytes;
   for (std::size_t i = 0; i < want.size() && !ev.other_arithmetic; ++i)
     if (want[i] != got[i]) classify(i, ev, &ev.other_arithmetic);
-  return [classify = std::move(classify), ev](std::size_t i) { return classify(i, ev, nullptr); };
+  return [classify = std::move(classify), ev, w = &want, g = &got](std::size_t i) {
+    Explanation why = classify(i, ev, nullptr);
+    why.from_code = i < w->size() && (*w)[i] != (*g)[i];
+    return why;
+  };
 }
 
 ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::string& tensor, fp8::Policy cast) {
@@ -232,7 +236,11 @@ ElementExplainer fp8_state_explainer(const Case& e, const Case& a, const std::st
   const std::vector<std::uint8_t>& got = c->actual->bytes;
   for (std::size_t i = 0; i < want.size() && !(ev.other_arithmetic && ev.flush); ++i)
     if (want[i] != got[i]) classify(i, Evidence{}, &ev);
-  return [classify = std::move(classify), ev](std::size_t i) { return classify(i, ev, nullptr); };
+  return [classify = std::move(classify), ev, w = &want, g = &got](std::size_t i) {
+    Explanation why = classify(i, ev, nullptr);
+    why.from_code = i < w->size() && (*w)[i] != (*g)[i];
+    return why;
+  };
 }
 
 // torchao's packed 4-bit codes (byte j = codes[2j] << 4 | codes[2j + 1]): a byte that is the packing of

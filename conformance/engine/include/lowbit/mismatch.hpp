@@ -40,6 +40,10 @@ struct Explanation {
   // (the reference's arithmetic), the decision boundary nearest to that value between the expected and
   // the actual code, and the block's scale.
   std::optional<double> input, scaled, boundary, scale;
+  // The element's code differs (a code, or a value dequantized from a code): its class is the code's,
+  // decided by the explainer, and the comparison adds no cause of its own (a zero dequantized from
+  // another code, where the reference's value is subnormal, is no flush).
+  bool from_code = false;
 };
 
 // An explanation of class c alone (an arithmetic variant with its name).
