@@ -6,7 +6,8 @@
 // (mismatch.hpp) says what may explain one element; the diagnosis says what explains the kernel.
 //
 // The variants are written here, from each case's inputs, apart from the reference's code paths
-// except where the reference takes the knob itself (a parameter value, fp8's rounding predicate), and
+// except where the reference takes the knob itself (a parameter value, fp8's rounding predicate,
+// COAT's expansion rule for k and the centre), and
 // apart from the mutants in conformance/mutants/, which are the wrong kernels they must recognise.
 #include <cstdint>
 #include <functional>
