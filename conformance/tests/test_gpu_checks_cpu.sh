@@ -25,8 +25,10 @@ expect "... with one line naming the reason" test "$(wc -l <"$tmp/stderr")" -eq 
 expect "... that says there is no usable GPU" grep -q "^lowbit-gpu-checks: error: no usable GPU: " "$tmp/stderr"
 "$build/bin/lowbit-gpu-checks" --help >/dev/null
 expect "lowbit-gpu-checks --help exits 0" test $? -eq 0
-"$build/bin/lowbit-gpu-checks" --out "$tmp/o" --only nope >/dev/null 2>&1
-expect "an unknown --only group is refused" test $? -ne 0
+"$build/bin/lowbit-gpu-checks" --out "$tmp/o" --only nope >/dev/null 2>"$tmp/stderr"
+expect "an unknown --only group is refused: exit 2, one line" test $? -eq 2 -a "$(wc -l <"$tmp/stderr")" -eq 1
+"$build/bin/lowbit-gpu-checks" --out "$tmp/o" --bnb-library "$tmp/none.so" >/dev/null 2>"$tmp/stderr"
+expect "a missing --bnb-library file is refused: exit 2, one line naming it" test $? -eq 2 -a "$(wc -l <"$tmp/stderr")" -eq 1 -a -n "$(grep -F "$tmp/none.so" "$tmp/stderr")"
 
 # The bnb group's entry points, looked up with dlopen and no GPU: a library that lacks them is told so
 # (exit 1, one line each), not a crash; bitsandbytes' own (the project's .venv, when it has the wheel) has all.
@@ -39,7 +41,7 @@ for name in $entry_points; do
   expect "... naming $name" grep -q "^lacks $name\$" "$tmp/stdout"
 done
 "$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$tmp/none.so" >/dev/null 2>"$tmp/stderr"
-expect "--bnb-entry-points on a missing file is refused, naming it" test $? -ne 0 -a -n "$(grep -F "$tmp/none.so" "$tmp/stderr")"
+expect "--bnb-entry-points on a missing file exits 2, naming it" test $? -eq 2 -a -n "$(grep -F "$tmp/none.so" "$tmp/stderr")"
 echo "not a library" >"$tmp/fake.so"
 "$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$tmp/fake.so" >/dev/null 2>"$tmp/stderr"
 expect "--bnb-entry-points on a file that is no library exits 2 with one line naming it" test $? -eq 2 -a "$(wc -l <"$tmp/stderr")" -eq 1 -a -n "$(grep -F "$tmp/fake.so" "$tmp/stderr")"

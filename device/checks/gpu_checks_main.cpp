@@ -60,7 +60,14 @@ int main(int argc, char** argv) {
                "(0: all, 1: one lacking; needs no GPU)");
   app.add_option("--policies", policy_dir, "the tolerance policies (default: ../share/lowbit/policies beside this program)");
   app.add_option("--threads", threads, "host threads for the reference side")->check(CLI::Range(1, 1024));
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // CLI11's own exit codes (105 for a missing file) are not ours
+    fmt::print(stderr, "lowbit-gpu-checks: error: {} (see --help)\n", e.what());
+    return 2;
+  }
   if (entry_points) {
     if (bnb_library.empty()) {
       fmt::print(stderr, "lowbit-gpu-checks: error: --bnb-entry-points needs --bnb-library\n");
