@@ -217,6 +217,36 @@ TEST_CASE("the default battery of every 1-D block-wise format runs its new input
   }
 }
 
+TEST_CASE("coat.fake.symm's edges: blocks led by 1.75 of scale 2^-8, x / scale on every midpoint of the E4M3 grid") {
+  const FormatSpec& f = *find_format("coat.fake.symm");
+  const std::vector<float> x = inputs_of("coat.fake.symm", "edges");
+  REQUIRE(x.size() % 16 == 0);
+  // the E4M3 grid from its definition: subnormals m/8 2^-6, normals (1 + m/8) 2^(e - 7) up to 448
+  std::vector<double> grid;
+  for (int m = 0; m < 8; ++m) grid.push_back(m / 8.0 * std::ldexp(1.0, -6));
+  for (int e = 1; e < 16; ++e)
+    for (int m = 0; m < 8 && !(e == 15 && m == 7); ++m) grid.push_back((1 + m / 8.0) * std::ldexp(1.0, e - 7));
+  std::set<double> scaled;  // x / 2^-8 of every element, exact in double
+  for (std::size_t b = 0; b < x.size() / 16; ++b) {
+    REQUIRE(x[b * 16] == 1.75f);
+    for (std::size_t i = b * 16; i < (b + 1) * 16; ++i) {
+      REQUIRE(std::fabs(x[i]) <= 1.75f);
+      scaled.insert(std::ldexp(static_cast<double>(x[i]), 8));
+    }
+  }
+  for (std::size_t j = 0; j + 1 < grid.size(); ++j) {
+    CAPTURE(grid[j]);
+    CHECK(scaled.count((grid[j] + grid[j + 1]) / 2));   // the tie
+    CHECK(scaled.count(-(grid[j] + grid[j + 1]) / 2));  // and its negative
+  }
+  // the reference's block scales are the power of two (2 (1.75 + 1e-8) / 896 = 2^-8 in float32)
+  Case in;
+  in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(x.size() / 16), 16}, x));
+  for (const Tensor& t : f.run(in, f.default_params, 1))
+    if (t.name == "scale")
+      for (float s : t.f32()) REQUIRE(s == 0x1p-8f);
+}
+
 TEST_CASE("the default battery of COAT's 2-D formats runs special-blocks and the other group sizes, none skipped") {
   for (const char* format : {"coat.act.pergroup", "coat.act.pertensor.groupscale", "coat.act.pergroup.transposed",
                              "coat.act.perblock", "coat.fake.symm"}) {
@@ -313,6 +343,10 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        old_coat_battery(16384, 65536)},
       {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
        old_coat_battery(2048, 8192)},
+      // coat.fake.symm's edges: x / scale on the grid's ties behind a power-of-two block scale
+      {"mutant_coat_symm_ties_even", 16, {"edges"},
+       "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
+       "--input lognormal:n=4096,seed=3 --input special-blocks"},
   };
   for (const Mutant& m : mutants) {
     CAPTURE(m.library);
@@ -335,7 +369,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 44);
+  CHECK(mutants == 45);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

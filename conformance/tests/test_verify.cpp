@@ -141,11 +141,13 @@ TEST_CASE("verify: special on a whole-block format runs padded to one block, and
 namespace {
 
 // The first case an input spec makes for a format, before the reference runs.
-Case generated_input(const std::string& format, const std::string& spec) {
+Case generated_input(const std::string& format, const std::string& spec, const nlohmann::json& params = {}) {
   const FormatSpec& f = *find_format(format);
+  nlohmann::json p = f.default_params;
+  if (params.is_object()) p.update(params);
   Case out;
   bool first = true;
-  for_each_case(f, f.default_params, parse_input_spec(spec), 1, {"test", "test_verify"}, [&](CaseToRun c) {
+  for_each_case(f, p, parse_input_spec(spec), 1, {"test", "test_verify"}, [&](CaseToRun c) {
     if (first) out = c.inputs;
     first = false;
     return c.inputs;
@@ -177,7 +179,9 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
                        "and N % 64 == 0 (group_size 16)): 100 values are not; give n a multiple of 2048",
                        std::invalid_argument);
   CHECK_THROWS_AS(generated_input("coat.act.perblock", "special:n=20"), std::invalid_argument);
-  CHECK_THROWS_AS(generated_input("coat.fake.symm", "edges"), std::invalid_argument);  // no edge generator
+  // symm's edges: blocks of its row_block x col_block tiles, none of 1 x 1 (no room beside the absmax)
+  CHECK(generated_input("coat.fake.symm", "edges").require("input").shape[1] == 16);
+  CHECK_THROWS_AS(generated_input("coat.fake.symm", "edges", {{"col_block", 1}}), std::invalid_argument);
   const Run r = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference.coat.act.perblock --input normal:n=4096");
   CHECK(r.code == 2);
   CHECK(r.output.find("--input 'normal:n=4096': input spec 'normal:n=4096': coat.act.perblock takes a 2-D input of whole "
@@ -192,8 +196,8 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
                                           "special-blocks", "edges", "special-blocks", "normal:n=4096,seed=5"});
   specs.clear();
   for (const InputRun& run : default_input_runs(*find_format("coat.fake.symm"))) specs.push_back(run.spec);
-  CHECK(specs == std::vector<std::string>{"special", "special:n=288", "normal:n=4096,seed=1", "outliers:n=4096,seed=2",
-                                          "lognormal:n=4096,seed=3", "special-blocks"});
+  CHECK(specs == std::vector<std::string>{"edges", "special", "special:n=288", "normal:n=4096,seed=1",
+                                          "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3", "special-blocks"});
 }
 
 namespace {

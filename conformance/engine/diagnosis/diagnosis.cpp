@@ -78,6 +78,7 @@ std::vector<KnownVariant> known_variants(const FormatSpec& f) {
   diagnosis::add_coat_variants(f, out);
   diagnosis::add_coat_group_variants(f, out);
   diagnosis::add_optimizer_variants(f, out);
+  diagnosis::add_coat_symm_variants(f, out);
   diagnosis::add_tail_variants(f, out);
   diagnosis::add_param_variants(f, out);
   return out;

@@ -1,4 +1,5 @@
 // Registry entries of COAT's fake quantization: coat.fake.* (docs/formats/coat-fake.md).
+#include <cmath>
 #include <stdexcept>
 
 #include "fp8_edges.hpp"
@@ -54,6 +55,33 @@ FormatSpec elementwise(std::string name, std::string description, std::string pr
   return f;
 }
 
+// SymmQuantizer's boundaries: the fake quantizer's grid edges (every grid value, every midpoint with
+// its float32 neighbours, the grid's extremes and subnormals) times 2^-k in blocks each led by the
+// absmax A = Qp * 2^-k = 1.75 (k = 8 for E4M3's Qp 448, 15 for E5M2's 57344), whose scale
+// 2 (A + epsilon) / (2 Qp) is 2^-k exactly (epsilon below half A's ulp vanishes): x / scale is the
+// edge itself, so Q meets every tie and threshold of the grid as the element-wise fake quantizer's
+// edges do, now behind the block absmax, the scale and Q * scale. A block is a row_block x col_block
+// tile (one tile wide: a run of its area); a whole axis (-1) takes a row.
+std::vector<float> symm_edges(const nlohmann::json& p) {
+  const fp8::FormatId id = fp8_of(p);
+  const float qp = fp8::format_info(id).max_value;
+  const float unit = 1.75f / qp;  // 2^-8 or 2^-15
+  const auto extent = [&p](const char* key) {
+    const std::int64_t e = p.at(key).get<std::int64_t>();
+    return e < 0 ? std::int64_t{1} : e;
+  };
+  const auto area = static_cast<std::size_t>(extent("row_block") * extent("col_block"));
+  if (area < 2) throw std::invalid_argument("coat.fake.symm's edges need blocks of 2 or more elements (row_block x col_block)");
+  std::vector<float> out;
+  for (float v : fp8_grid_edges(id)) {
+    if (!std::isfinite(v) || std::fabs(v) > qp) continue;  // above Qp a value would be the block's absmax
+    if (out.size() % area == 0) out.push_back(1.75f);
+    out.push_back(v * unit);  // exact for every grid edge (a power of two); float32 subnormal specials round
+  }
+  while (out.size() % area) out.push_back(0.0f);
+  return out;
+}
+
 }  // namespace
 
 void register_coat_fake_formats(std::vector<FormatSpec>& out) {
@@ -96,6 +124,7 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.dequantize_reads = {"rq"};
     f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("rq").f32(); };
     // generated inputs as whole row_block x col_block tiles (a whole axis, -1, fits any extent)
+    f.edge_inputs = symm_edges;
     f.input_tile = [](const nlohmann::json& p) {
       const std::int64_t r = extent_param(param_extent_or_whole_axis("row_block"), p);
       const std::int64_t c = extent_param(param_extent_or_whole_axis("col_block"), p);
