@@ -135,6 +135,12 @@ BnbAdemamixCudaScalars bnb_ademamix_cuda_scalars(const BnbAdemamixHyper& h, std:
 // Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADEMAMIX), one launch.
 void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad, std::int32_t step, Moment& m1,
                             Moment& m2, Moment& nu, const BnbAdemamixHyper& h) {
+  bnb_ademamix_cuda_step(param, grad, m1, m2, nu, bnb_ademamix_cuda_scalars(h, step));
+}
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit2StateBlockwise (ADEMAMIX), one launch, given scalars.
+void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad, Moment& m1, Moment& m2, Moment& nu,
+                            const BnbAdemamixCudaScalars& s) {
   const std::size_t n = param.size();
   const std::size_t blocks = n / kBlock;
   if (n % kBlock != 0)
@@ -146,7 +152,6 @@ void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad,
     throw std::invalid_argument("bnb_ademamix_cuda_step: absmax arrays need one value per 256 elements");
   if (m1.qmap.size() != 256 || m2.qmap.size() != 256 || nu.qmap.size() != 256)
     throw std::invalid_argument("bnb_ademamix_cuda_step: the states need 256-entry qmaps");
-  const BnbAdemamixCudaScalars s = bnb_ademamix_cuda_scalars(h, step);
   float s1[kBlock], s2[kBlock], s3[kBlock];
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t begin = b * kBlock;

@@ -25,13 +25,11 @@ float gpu_nan(float x) { return std::isnan(x) ? std::bit_cast<float>(0x7FFFFFFFu
 // Reference: bitsandbytes 0.50 csrc/kernels.cu sgn: (T(0) < val) - (val < T(0)), an int; 0 for NaN.
 float sgn(float x) { return static_cast<float>(static_cast<int>(0.0f < x) - static_cast<int>(x < 0.0f)); }
 
-struct CudaSlot {
-  float param, state;
-};
+}  // namespace
 
-// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one slot's update
-// (p the parameter, g the gradient as loaded, s0 the dequantized state; gnorm_scale is 1).
-CudaSlot cuda_slot(BnbRule rule, float p, float g, float s0, std::int64_t step, const BnbRuleCudaScalars& s) {
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one slot's update.
+RuleElement bnb_rule_cuda_element(BnbRule rule, float p, float g, float s0, std::int64_t step,
+                                  const BnbRuleCudaScalars& s) {
   const bool decays = s.wd > 0.0f;
   switch (rule) {
     case BnbRule::Lion: {
@@ -55,8 +53,6 @@ CudaSlot cuda_slot(BnbRule rule, float p, float g, float s0, std::int64_t step, 
   throw std::invalid_argument("bnb_rule_cuda_step: unknown rule");
 }
 
-}  // namespace
-
 // Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, its scalars.
 BnbRuleCudaScalars bnb_rule_cuda_scalars(const BnbRuleHyper& h) {
   BnbRuleCudaScalars s;
@@ -71,15 +67,16 @@ BnbRuleCudaScalars bnb_rule_cuda_scalars(const BnbRuleHyper& h) {
   return s;
 }
 
-// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one launch.
-void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
-                        Moment& m, const BnbRuleHyper& h) {
+namespace {
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one launch with slot(p, g, s0).
+template <class Slot>
+void launch(std::span<float> param, std::span<const float> grad, Moment& m, const Slot& slot) {
   const std::size_t n = param.size();
   const std::size_t blocks = (n + kBlock - 1) / kBlock;
   if (grad.size() != n || m.codes.size() != n) throw std::invalid_argument("bnb_rule_cuda_step: param, grad and state sizes differ");
   if (m.scale.size() != blocks) throw std::invalid_argument("bnb_rule_cuda_step: the absmax needs one value per 256 elements");
   if (m.qmap.size() != 256) throw std::invalid_argument("bnb_rule_cuda_step: the state needs a 256-entry qmap");
-  const BnbRuleCudaScalars s = bnb_rule_cuda_scalars(h);
   float state[kBlock], next[kBlock];
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t begin = b * kBlock, valid = std::min(kBlock, n - begin);
@@ -87,7 +84,7 @@ void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const fl
     for (std::size_t j = 0; j < kBlock; ++j) {
       const bool real = j < valid;
       const float s0 = m.qmap[real ? m.codes[begin + j] : kPadCode] * m.scale[b];
-      const CudaSlot out = cuda_slot(rule, real ? param[begin + j] : 0.0f, real ? grad[begin + j] : 0.0f, s0, step, s);
+      const RuleElement out = slot(real ? param[begin + j] : 0.0f, real ? grad[begin + j] : 0.0f, s0);
       state[j] = gpu_nan(out.state);
       next[j] = gpu_nan(out.param);
       absmax = std::fmax(absmax, std::fabs(state[j]));
@@ -101,6 +98,22 @@ void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const fl
       m.codes[begin + j] = c;
     }
   }
+}
+
+}  // namespace
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one launch.
+void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
+                        Moment& m, const BnbRuleHyper& h) {
+  const BnbRuleCudaScalars s = bnb_rule_cuda_scalars(h);
+  launch(param, grad, m, [&](float p, float g, float s0) { return bnb_rule_cuda_element(rule, p, g, s0, step, s); });
+}
+
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one launch, another slot.
+void bnb_rule_cuda_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& m,
+                        const BnbRuleHyper& h, const BnbRuleCudaSlot& slot) {
+  const BnbRuleCudaScalars s = bnb_rule_cuda_scalars(h);
+  launch(param, grad, m, [&](float p, float g, float s0) { return slot(p, g, s0, step, s); });
 }
 
 }  // namespace lowbit::optimizer

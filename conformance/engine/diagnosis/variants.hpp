@@ -45,7 +45,7 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);
 void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // bnb.blockwise8's blocks
 void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // coat.act.pergroup, coat.act.perblock
 void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // their group reductions
-void add_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // optimizer steps: one rule changed
+void add_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // optimizer steps, CPU and CUDA
 void add_coat_symm_variants(const FormatSpec& f, std::vector<KnownVariant>& out);   // coat.fake.symm's tie rule
 void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out);     // another value of a parameter
 void add_tail_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // a partial last block left unwritten

@@ -1,9 +1,11 @@
-// The variants of the optimizer steps on the CPU (torchao.adam.codebook*, bnb.*8bit.cpu): one step
+// The variants of the optimizer steps (torchao.adam.codebook*, bnb.*8bit.cpu and .cuda): one step
 // recomputed from the case's inputs with one rule changed, the ways optimizer implementations are known
-// to differ: the lerp weights exchanged, bitsandbytes' CUDA order of decay and update, Lion's sign before
-// the interpolation, torch.optim.SGD's dampening, Keras' eps under the root, AdamW's decoupled decay for
-// an L2 one, AdEMAMix's alpha scheduler one step late. Everything else is the reference's own: its
-// scalars, its dequantizer, its element functions and the quantizer its state uses.
+// to differ: the lerp weights exchanged, decay before or after the update (bitsandbytes' CPU and CUDA
+// orders), Lion's sign before the interpolation, torch.optim.SGD's dampening, Keras' eps under the root,
+// AdamW's decoupled decay for an L2 one, the CPU's decayed numerator in the CUDA kernel, AdEMAMix's alpha
+// scheduler one step late. Everything else is the reference's own: its scalars, its dequantizer, its
+// element functions (the CUDA model's slot and launch) and the quantizer its state uses.
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -84,6 +86,9 @@ KnownVariant one_state_variant(const optimizer_io::BnbOneState& r, std::string n
 using opt::bnb_rule_cpu_element;
 using opt::torch_cpu::add_alpha;
 
+constexpr const char* kLionSignBeforeInterpolation =
+    "the reference with Lion's sign taken before the interpolation, beta1 sign(m) + (1 - beta1) sign(g), where the "
+    "Lion paper and bitsandbytes take sign(beta1 m + (1 - beta1) g)";
 // Lion's direction beta1 sign(m) + (1 - beta1) sign(g): the signs interpolated instead of the sign of
 // the interpolation (the Lion paper's and bitsandbytes' order), the parameter moved by -lr times it as a
 // kernel writes it out (each operation rounded: no torch op fuses a direction that is not +-1)
@@ -94,6 +99,9 @@ opt::RuleElement lion_signs_interpolated(float p, float g, float m, std::int64_t
   return {opt::torch_cpu::plus(p, s.neg_lr * dir), state};
 }
 
+constexpr const char* kMomentumDampened =
+    "the reference with the momentum buffer dampened, momentum buf + (1 - momentum) g from step 2 (torch.optim.SGD "
+    "with dampening = momentum), where bitsandbytes adds the whole gradient";
 // torch.optim.SGD's buffer with dampening = momentum: buf = momentum buf + (1 - momentum) g from step 2,
 // written out (each operation rounded); bitsandbytes adds the whole gradient: no dampening
 opt::RuleElement momentum_dampened(float p, float g, float buf, std::int64_t step, const opt::BnbRuleScalars& s) {
@@ -103,6 +111,9 @@ opt::RuleElement momentum_dampened(float p, float g, float buf, std::int64_t ste
   return {add_alpha(p, next, s.neg_lr, s.fused), next};
 }
 
+constexpr const char* kRmspropEpsInsideSqrt =
+    "the reference with RMSprop's eps under the root, sqrt(s + eps) (Keras' rule), where torch and bitsandbytes take "
+    "sqrt(s) + eps";
 // Keras' RMSprop: eps under the root, sqrt(s + eps) (torch and bitsandbytes: sqrt(s) + eps)
 opt::RuleElement rmsprop_eps_inside(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s) {
   const float state = bnb_rule_cpu_element(opt::BnbRule::Rmsprop, p, g, st, step, s).state;
@@ -110,6 +121,9 @@ opt::RuleElement rmsprop_eps_inside(float p, float g, float st, std::int64_t ste
   return {opt::torch_cpu::plus(p, (s.neg_lr * gd) / opt::torch_cpu::sqrt(state + s.eps)), state};
 }
 
+constexpr const char* kAdagradDecayDecoupled =
+    "the reference with Adagrad's weight decay decoupled, p (1 - lr wd) before the update (AdamW's rule), where "
+    "bitsandbytes adds wd p to the gradient (L2)";
 // AdamW's decoupled decay, p (1 - lr wd), where bitsandbytes adds wd p to the gradient (L2): the
 // reference's element without the L2 term on the decayed parameter
 opt::RuleElement adagrad_decay_decoupled(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s) {
@@ -118,25 +132,98 @@ opt::RuleElement adagrad_decay_decoupled(float p, float g, float st, std::int64_
   return bnb_rule_cpu_element(opt::BnbRule::Adagrad, s.decays ? p * s.decay : p, g, st, step, no_l2);
 }
 
+// ---- bitsandbytes' CUDA launch --------------------------------------------------------------------
+
+// The case with param.next and the named states' codes and absmax after `launch` (the reference's
+// launch on the case's parameter and moments, in place).
+Case relaunched(const Case& e, const std::vector<std::string>& states,
+                const std::function<void(std::vector<float>& param, const std::vector<float>& grad,
+                                         std::vector<opt::Moment>& moments)>& launch) {
+  std::vector<float> param = e.require("param").f32();
+  std::vector<opt::Moment> moments;
+  for (const std::string& s : states) moments.push_back(optimizer_io::read_moment(e, s, false));
+  launch(param, e.require("grad").f32(), moments);
+  std::vector<Tensor> out = {Tensor::from_f32("param.next", e.require("param.next").shape, param)};
+  for (std::size_t k = 0; k < states.size(); ++k) optimizer_io::write_moment(out, states[k], moments[k], false);
+  return with_outputs(e, std::move(out));
+}
+
+KnownVariant slot_variant(const optimizer_io::BnbOneState& r, std::string name, std::string description,
+                          opt::BnbRuleCudaSlot slot) {
+  return {std::move(name), std::move(description),
+          [r, slot](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+            const opt::BnbRuleHyper h = optimizer_io::bnb_rule_hyper(p, r.beta1, r.beta2);
+            const std::int64_t step = step_of(e);
+            return relaunched(
+                e, {r.state},
+                [&](std::vector<float>& param, const std::vector<float>& grad, std::vector<opt::Moment>& m) {
+                  opt::bnb_rule_cuda_step(param, grad, step, m[0], h, slot);
+                });
+          }};
+}
+
+// The scalars without the weight decay: the reference's slot then adds no L2 term and no decay.
+opt::BnbRuleCudaScalars without_decay(opt::BnbRuleCudaScalars s) {
+  s.wd = 0.0f;
+  return s;
+}
+
+using opt::bnb_rule_cuda_element;
+
+constexpr const char* kDecayAfterUpdateCuda =
+    "the reference with Lion's weight decay after the update, (p - u)(1 - lr wd), where bitsandbytes' CUDA Adam "
+    "kernel places it; its Lion kernel decays first";
+// Lion's decay of the updated parameter, where bitsandbytes' Adam kernel places it
+opt::RuleElement lion_decay_after(float p, float g, float s0, std::int64_t step, const opt::BnbRuleCudaScalars& s) {
+  opt::RuleElement e = bnb_rule_cuda_element(opt::BnbRule::Lion, p, g, s0, step, without_decay(s));
+  if (s.wd > 0.0f) e.param = e.param * s.decay;
+  return e;
+}
+
+// the L2 term as the kernel adds it, then (1 - momentum) on the gradient from step 2 (step 1 copies it)
+opt::RuleElement momentum_dampened_cuda(float p, float g, float s0, std::int64_t step,
+                                        const opt::BnbRuleCudaScalars& s) {
+  float gd = s.wd > 0.0f ? std::fma(p, s.wd, g) : g;
+  if (step != 1) gd = s.w1 * gd;
+  return bnb_rule_cuda_element(opt::BnbRule::Momentum, p, gd, s0, step, without_decay(s));
+}
+
+// the reference's state, the parameter's root taken of s + eps
+opt::RuleElement rmsprop_eps_inside_cuda(float p, float g, float s0, std::int64_t step,
+                                         const opt::BnbRuleCudaScalars& s) {
+  opt::RuleElement e = bnb_rule_cuda_element(opt::BnbRule::Rmsprop, p, g, s0, step, s);
+  e.param = std::fma(-s.lr, g / std::sqrt(e.state + s.eps), p);
+  return e;
+}
+
+constexpr const char* kAdagradDecayedNumeratorCuda =
+    "the reference with Adagrad's parameter dividing the decayed gradient g + wd p (bitsandbytes' CPU back end's "
+    "rule), where its CUDA kernel divides the gradient as loaded";
+// the decayed gradient in the numerator too: the reference's slot on g + wd p without the L2 term
+opt::RuleElement adagrad_decayed_numerator(float p, float g, float s0, std::int64_t step,
+                                           const opt::BnbRuleCudaScalars& s) {
+  const float gd = s.wd > 0.0f ? std::fma(p, s.wd, g) : g;
+  return bnb_rule_cuda_element(opt::BnbRule::Adagrad, p, gd, s0, step, without_decay(s));
+}
+
+// The one-state rules' variants, on the CPU (an element of the CPU step) or on CUDA (a slot of the launch).
 struct RuleVariant {
   opt::BnbRule rule;
   const char* name;
-  opt::RuleElement (*element)(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s);
+  opt::RuleElement (*cpu)(float p, float g, float st, std::int64_t step, const opt::BnbRuleScalars& s);
+  opt::RuleElement (*cuda)(float p, float g, float s0, std::int64_t step, const opt::BnbRuleCudaScalars& s);
   const char* description;
 };
 constexpr RuleVariant kRuleVariants[] = {
-    {opt::BnbRule::Lion, "lion-sign-before-interpolation", lion_signs_interpolated,
-     "the reference with Lion's sign taken before the interpolation, beta1 sign(m) + (1 - beta1) sign(g), where the "
-     "Lion paper and bitsandbytes take sign(beta1 m + (1 - beta1) g)"},
-    {opt::BnbRule::Momentum, "momentum-dampened", momentum_dampened,
-     "the reference with the momentum buffer dampened, momentum buf + (1 - momentum) g (torch.optim.SGD with "
-     "dampening = momentum), where bitsandbytes adds the whole gradient"},
-    {opt::BnbRule::Rmsprop, "rmsprop-eps-inside-sqrt", rmsprop_eps_inside,
-     "the reference with RMSprop's eps under the root, sqrt(s + eps) (Keras' rule), where torch and bitsandbytes take "
-     "sqrt(s) + eps"},
-    {opt::BnbRule::Adagrad, "adagrad-decay-decoupled", adagrad_decay_decoupled,
-     "the reference with Adagrad's weight decay decoupled, p (1 - lr wd) before the update (AdamW's rule), where "
-     "bitsandbytes adds wd p to the gradient (L2)"}};
+    {opt::BnbRule::Lion, "lion-sign-before-interpolation", lion_signs_interpolated, nullptr,
+     kLionSignBeforeInterpolation},
+    {opt::BnbRule::Lion, "decay-after-update", nullptr, lion_decay_after, kDecayAfterUpdateCuda},
+    {opt::BnbRule::Momentum, "momentum-dampened", momentum_dampened, momentum_dampened_cuda, kMomentumDampened},
+    {opt::BnbRule::Rmsprop, "rmsprop-eps-inside-sqrt", rmsprop_eps_inside, rmsprop_eps_inside_cuda,
+     kRmspropEpsInsideSqrt},
+    {opt::BnbRule::Adagrad, "adagrad-decay-decoupled", adagrad_decay_decoupled, nullptr, kAdagradDecayDecoupled},
+    {opt::BnbRule::Adagrad, "adagrad-decayed-numerator", nullptr, adagrad_decayed_numerator,
+     kAdagradDecayedNumeratorCuda}};
 
 // bitsandbytes' CPU Adam with the CUDA kernel's order: the decay of the updated parameter.
 std::optional<Case> adam_decay_after_update(const Case& e, const nlohmann::json& p) {
@@ -209,6 +296,25 @@ std::optional<Case> torchao_lerp_swapped(const Case& e, const nlohmann::json& p)
   return c;
 }
 
+// AdEMAMix's CUDA launch with the alpha scheduler one step late.
+std::optional<Case> ademamix_alpha_late_cuda(const Case& e, const nlohmann::json& p) {
+  const opt::BnbAdemamixHyper h = optimizer_io::bnb_ademamix_hyper(p);
+  const std::int64_t step = step_of(e);
+  if (h.t_alpha == 0 || step < 1 || step > INT32_MAX || e.require("param").element_count() % 256 != 0)
+    return std::nullopt;  // no scheduler to be late, or a case the launch refuses
+  const auto t = static_cast<std::int32_t>(step);
+  opt::BnbAdemamixCudaScalars s = opt::bnb_ademamix_cuda_scalars(h, t);
+  s.alpha = opt::bnb_ademamix_cuda_scalars(h, t - 1).alpha;
+  return relaunched(e, {"exp_avg", "exp_avg_slow", "exp_avg_sq"},
+                    [&](std::vector<float>& param, const std::vector<float>& grad, std::vector<opt::Moment>& m) {
+                      opt::bnb_ademamix_cuda_step(param, grad, m[0], m[1], m[2], s);
+                    });
+}
+
+constexpr const char* kAlphaLate =
+    "the reference with AdEMAMix's alpha scheduler one step late, min((step - 1) alpha / t_alpha, alpha), where "
+    "bitsandbytes schedules with the step it is taking";
+
 // The whole-step variants by the formats (name prefix) they apply to.
 struct StepVariant {
   const char* formats;
@@ -223,19 +329,21 @@ constexpr StepVariant kStepVariants[] = {
     {"bnb.adam8bit.cpu", "decay-after-update", adam_decay_after_update,
      "the reference with the weight decay after the update, (p + u)(1 - lr wd) (bitsandbytes' CUDA kernel's order), "
      "where its CPU back end decays first, p (1 - lr wd) + u"},
-    {"bnb.ademamix8bit.cpu", "ademamix-alpha-one-step-late", ademamix_alpha_late,
-     "the reference with AdEMAMix's alpha scheduler one step late, min((step - 1) alpha / t_alpha, alpha), where "
-     "bitsandbytes schedules with the step it is taking"}};
+    {"bnb.ademamix8bit.cpu", "ademamix-alpha-one-step-late", ademamix_alpha_late, kAlphaLate},
+    {"bnb.ademamix8bit.cuda", "ademamix-alpha-one-step-late", ademamix_alpha_late_cuda, kAlphaLate}};
 
 }  // namespace
 
 void add_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   for (const StepVariant& v : kStepVariants)
     if (f.name.starts_with(v.formats)) out.push_back({v.name, v.description, v.run});
-  if (f.name.ends_with(".cpu"))
-    if (const optimizer_io::BnbOneState* r = optimizer_io::bnb_one_state(f.name))
-      for (const RuleVariant& v : kRuleVariants)
-        if (v.rule == r->rule) out.push_back(one_state_variant(*r, v.name, v.description, v.element));
+  const bool cuda = f.name.ends_with(".cuda");
+  if (const optimizer_io::BnbOneState* r = optimizer_io::bnb_one_state(f.name))
+    for (const RuleVariant& v : kRuleVariants) {
+      if (v.rule != r->rule) continue;
+      if (cuda && v.cuda) out.push_back(slot_variant(*r, v.name, v.description, v.cuda));
+      if (!cuda && v.cpu) out.push_back(one_state_variant(*r, v.name, v.description, v.cpu));
+    }
 }
 
 }  // namespace lowbit::diagnosis

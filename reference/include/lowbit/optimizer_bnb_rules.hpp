@@ -5,6 +5,7 @@
 // 256, partial tail), updates each element as below and requantizes with the CPU lookup-table
 // quantizer. docs/formats/bnb-lion8bit.md and its sibling pages state the arithmetic.
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "lowbit/optimizer.hpp"
@@ -107,6 +108,21 @@ BnbRuleCudaScalars bnb_rule_cuda_scalars(const BnbRuleHyper& h);
 void bnb_rule_cuda_step(BnbRule rule, std::span<float> param, std::span<const float> grad, std::int64_t step,
                         Moment& state, const BnbRuleHyper& h);
 
+// Reference: bitsandbytes 0.50 csrc/kernels.cu kOptimizerStatic8bit1StateBlockwise, one slot's update as
+// bnb_rule_cuda_step below states it (p the parameter, g the gradient as loaded, s0 the dequantized state;
+// gnorm_scale 1), before the GPU's canonical NaN.
+RuleElement bnb_rule_cuda_element(BnbRule rule, float param, float grad, float state, std::int64_t step,
+                                  const BnbRuleCudaScalars& s);
+
+// A slot's update for the launch below: bnb_rule_cuda_element, or another rule in the same launch (the
+// diagnosis's variants of the kernel).
+using BnbRuleCudaSlot =
+    std::function<RuleElement(float param, float grad, float state, std::int64_t step, const BnbRuleCudaScalars& s)>;
+// bnb_rule_cuda_step's launch (dequantize, the slots, absmax over the 256 slots, requantize) with each
+// slot's update from `slot`; the rule's scalars from h.
+void bnb_rule_cuda_step(std::span<float> param, std::span<const float> grad, std::int64_t step, Moment& state,
+                        const BnbRuleHyper& h, const BnbRuleCudaSlot& slot);
+
 struct BnbAdemamixCudaScalars {  // float32 as the kernel receives them (c_float) and derives them
   float b1, w1, b2, w2, b3, w3, alpha, eps, lr, wd, c1, c2, decay;
 };
@@ -129,6 +145,11 @@ BnbAdemamixCudaScalars bnb_ademamix_cuda_scalars(const BnbAdemamixHyper& h, std:
 // docs/formats/bnb-ademamix8bit.md.
 void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad, std::int32_t step, Moment& m1,
                             Moment& m2, Moment& nu, const BnbAdemamixHyper& h);
+
+// bnb_ademamix_cuda_step's launch with the given scalars (bnb_ademamix_cuda_scalars, or others: the
+// diagnosis's variants of the schedulers).
+void bnb_ademamix_cuda_step(std::span<float> param, std::span<const float> grad, Moment& m1, Moment& m2, Moment& nu,
+                            const BnbAdemamixCudaScalars& s);
 
 // The readable definitions of the two steps above, one element at a time on one thread (the element
 // functions in a loop, whole-array dequantize and the quantizer's scalar definition).
