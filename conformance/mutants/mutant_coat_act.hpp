@@ -13,19 +13,22 @@
 
 namespace mutant {
 
-// The case's codes and stored scale made again from the fp32 scale s[g] of each group g (in block_map's
-// order): code = cast(scaled(x, s[its group])), the stored scale from s as the reference stores one.
+// The case's codes and stored scale (or those named: codes_t and scale_t, whose element i is input
+// element input_of(i)) made again from the fp32 scale s[g] of each group g (in block_map's order):
+// code = cast(scaled(x, s[its group])), the stored scale from s as the reference stores one.
 inline void requantize_with_scales(lowbit::Case& done, const nlohmann::json& params, const std::vector<float>& s,
-                                   const std::function<float(float x, float s)>& scaled) {
+                                   const std::function<float(float x, float s)>& scaled, const char* codes_name = "codes",
+                                   const char* scale_name = "scale",
+                                   const std::function<std::size_t(std::size_t)>& input_of = nullptr) {
   using namespace lowbit;
   const Tensor& input = done.require("input");
-  const BlockMap groups = block_map(done, "codes");
+  const BlockMap groups = block_map(done, codes_name);
   const fp8::FormatId fp8 = fp8::format_from_param(params.at("fp8").get<std::string>(), "fp8");
   const coat_act::Casts casts = params.at("casts") == "gpu" ? coat_act::Casts::Gpu : coat_act::Casts::TritonInterpreter;
   std::vector<std::uint8_t> codes(input.element_count());
   for (std::size_t i = 0; i < codes.size(); ++i)
-    codes[i] = coat_act::cast_fp8(scaled(input.value_as_float(i), s[groups.block_of(i)]), fp8, casts);
-  const Tensor& old_scale = done.require("scale");
+    codes[i] = coat_act::cast_fp8(scaled(input.value_as_float(input_of ? input_of(i) : i), s[groups.block_of(i)]), fp8, casts);
+  const Tensor& old_scale = done.require(scale_name);
   const auto dtype = old_scale.dtype == DType::BF16 ? coat_act::ScaleDtype::BF16 : coat_act::ScaleDtype::F32;
   std::vector<std::uint8_t> scale_bytes;
   for (std::size_t g = 0; g < s.size(); ++g) {
@@ -37,9 +40,9 @@ inline void requantize_with_scales(lowbit::Case& done, const nlohmann::json& par
       for (int b = 0; b < 4; ++b) scale_bytes.push_back(static_cast<std::uint8_t>(u >> (8 * b)));
     }
   }
-  const Tensor& old_codes = done.require("codes");
-  done.add(Tensor::from_bytes("codes", old_codes.dtype, old_codes.shape, codes));
-  done.add(Tensor::from_bytes("scale", old_scale.dtype, old_scale.shape, scale_bytes));
+  const Tensor& old_codes = done.require(codes_name);
+  done.add(Tensor::from_bytes(codes_name, old_codes.dtype, old_codes.shape, codes));
+  done.add(Tensor::from_bytes(scale_name, old_scale.dtype, old_scale.shape, scale_bytes));
 }
 
 // scale_of(S, the group holds a NaN): the scale the mutant uses; scaled(x, s): the value the cast rounds

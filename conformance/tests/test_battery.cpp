@@ -343,6 +343,10 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        old_coat_battery(16384, 65536)},
       {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
        old_coat_battery(2048, 8192)},
+      {"mutant_coat_transposed_group16_absmax", 16,
+       {"special-blocks.group_size-128", "normal.n16384.seed5.group_size-128"},
+       "--input edges --input scaled-edges --input special --input special:n=512 --input normal:n=4096,seed=1 "
+       "--input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3 --input tiny-blocks --input special-blocks"},
       // coat.fake.symm's edges: x / scale on the grid's ties behind a power-of-two block scale
       {"mutant_coat_symm_ties_even", 16, {"edges"},
        "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
@@ -369,7 +373,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 45);
+  CHECK(mutants == 46);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

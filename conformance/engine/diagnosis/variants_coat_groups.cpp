@@ -17,79 +17,109 @@ namespace lowbit::diagnosis {
 
 namespace {
 
-// The codes tensor's groups (row groups or tiles) and each element's place in its group in memory order.
+// The codes and scale tensors a variant makes again: x's own (codes, scale), or x^T's (codes_t, scale_t
+// of coat.act.pergroup.transposed, stored N x M: its element i is x[i % M][i / M]).
+struct Side {
+  const char* codes;
+  const char* scale;
+  bool transposed;
+  std::size_t input_of(std::size_t i, const Tensor& input) const {
+    if (!transposed) return i;
+    const auto m = static_cast<std::size_t>(input.shape[0]), n = static_cast<std::size_t>(input.shape[1]);
+    return (i % m) * n + i / m;
+  }
+};
+constexpr Side kRows{"codes", "scale", false}, kTransposed{"codes_t", "scale_t", true};
+
+// A codes tensor's groups (row groups or tiles) and each element's place in its group in memory order.
 struct Groups {
   BlockMap map;
   std::vector<std::size_t> place;  // of each element
   std::vector<std::size_t> size;   // of each group
 };
 
-Groups groups_of(const Case& e) {
-  Groups g{block_map(e, "codes"), {}, {}};
+Groups groups_of(const Case& e, const Side& side = kRows) {
+  Groups g{block_map(e, side.codes), {}, {}};
   g.size.assign(g.map.blocks, 0);
-  const std::size_t n = e.require("codes").bytes.size();
+  const std::size_t n = e.require(side.codes).bytes.size();
   g.place.resize(n);
   for (std::size_t i = 0; i < n; ++i) g.place[i] = g.size.at(g.map.block_of(i))++;
   return g;
 }
 
-// What a variant's reduction sees of element i (of value x): nullopt for x itself, else its stand-in.
+// What a variant's reduction sees of element i of the side's codes (of value x): nullopt for x itself,
+// else its stand-in.
 using Seen = std::function<std::optional<float>(std::size_t i, float x)>;
 
-// The reference on the input as the variant's reduction sees it: its scales are the variant's; the
-// codes of the elements seen otherwise are made again from their own value and the variant's fp32 S.
-std::optional<Case> reduced_otherwise(const FormatSpec& f, const Case& e, const nlohmann::json& p, const Seen& seen) {
+// The reference on the input as the variant's reduction sees it: the side's scales are the variant's;
+// the codes of the elements seen otherwise are made again from their own value and the variant's fp32
+// S. The other side's outputs stay the reference's.
+std::optional<Case> reduced_otherwise(const FormatSpec& f, const Case& e, const nlohmann::json& p, const Seen& seen,
+                                      const Side& side = kRows) {
   const Tensor& input = e.require("input");
-  if (input.shape.size() != 2 || e.require("codes").bytes.size() != input.element_count()) return std::nullopt;
+  if (input.shape.size() != 2 || e.require(side.codes).bytes.size() != input.element_count()) return std::nullopt;
   std::vector<float> x(input.element_count());
-  std::vector<std::size_t> changed;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    x[i] = input.value_as_float(i);
-    if (const std::optional<float> other = seen(i, x[i])) {
-      x[i] = *other;
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] = input.value_as_float(j);
+  std::vector<std::size_t> changed;  // in the side's codes
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (const std::optional<float> other = seen(i, input.value_as_float(side.input_of(i, input)))) {
+      x[side.input_of(i, input)] = *other;
       changed.push_back(i);
     }
-  }
   if (changed.empty()) return std::nullopt;  // the reference's own reduction on this case
   Case as_seen = e;
   as_seen.add(Tensor::from_f32("input", input.shape, x));
-  Case c = with_outputs(e, f.run(as_seen, p, 1));
+  std::vector<Tensor> made;
+  for (Tensor& t : f.run(as_seen, p, 1))
+    if (t.name == side.codes || t.name == side.scale) made.push_back(std::move(t));
+  Case c = with_outputs(e, std::move(made));
   nlohmann::json f32 = p;
   f32["scale_dtype"] = "f32";
   std::vector<float> s;
   for (const Tensor& t : f.run(as_seen, f32, 1))
-    if (t.name == "scale") s = t.f32();
-  const BlockMap map = block_map(e, "codes");
+    if (t.name == side.scale) s = t.f32();
+  const BlockMap map = block_map(e, side.codes);
   if (s.size() != map.blocks) return std::nullopt;
   const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
   const auto casts = p.at("casts") == "gpu" ? coat_act::Casts::Gpu : coat_act::Casts::TritonInterpreter;
   const auto division = p.at("division") == "ieee" ? coat_act::Division::Ieee : coat_act::Division::DivFull;
-  const Tensor& codes = c.require("codes");
+  const Tensor& codes = c.require(side.codes);
   std::vector<std::uint8_t> bytes = codes.bytes;
   for (std::size_t i : changed)
-    bytes[i] = coat_act::cast_fp8(coat_act::div(input.value_as_float(i), s[map.block_of(i)], division), id, casts);
-  c.add(Tensor::from_bytes("codes", codes.dtype, codes.shape, bytes));
+    bytes[i] = coat_act::cast_fp8(coat_act::div(input.value_as_float(side.input_of(i, input)), s[map.block_of(i)], division),
+                                  id, casts);
+  c.add(Tensor::from_bytes(side.codes, codes.dtype, codes.shape, bytes));
   return c;
 }
 
 const float kSkipped = std::numeric_limits<float>::quiet_NaN();  // what COAT's absmax ignores
 
-// A variant whose reduction skips the elements at the places skip(place in group, group size) gives.
-decltype(KnownVariant::run) skipping(const FormatSpec* spec, std::function<bool(std::size_t place, std::size_t size)> skip) {
-  return [spec, skip](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
-    const Groups g = groups_of(e);
-    return reduced_otherwise(*spec, e, p, [&](std::size_t i, float) -> std::optional<float> {
-      if (!skip(g.place[i], g.size[g.map.block_of(i)])) return std::nullopt;
-      return kSkipped;
-    });
+// A variant whose reduction of the side's groups skips the elements at the places skip(place in
+// group, group size) gives.
+decltype(KnownVariant::run) skipping(const FormatSpec* spec, std::function<bool(std::size_t place, std::size_t size)> skip,
+                                     Side side = kRows) {
+  return [spec, skip, side](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+    const Groups g = groups_of(e, side);
+    return reduced_otherwise(
+        *spec, e, p,
+        [&](std::size_t i, float) -> std::optional<float> {
+          if (!skip(g.place[i], g.size[g.map.block_of(i)])) return std::nullopt;
+          return kSkipped;
+        },
+        side);
   };
 }
 
 }  // namespace
 
 void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
-  if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
   const FormatSpec* spec = &f;
+  if (f.name == "coat.act.pergroup.transposed")
+    out.push_back({"transposed-absmax-first-16",
+                   "the reference with each group of x^T (codes_t, along M) reduced to its absmax over its first 16 "
+                   "elements whatever group_size is (COAT's default QB hard-coded in the transposed reduction)",
+                   skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; }, kTransposed)});
+  if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
   out.push_back({"absmax-from-zero",
                  "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
                  "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
