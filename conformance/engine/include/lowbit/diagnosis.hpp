@@ -7,7 +7,8 @@
 //
 // The variants are written here, from each case's inputs, apart from the reference's code paths
 // except where the reference takes the knob itself (a parameter value, fp8's rounding predicate,
-// COAT's expansion rule for k and the centre), and
+// COAT's expansion rule for k and the centre, the slot update and the scalars of bitsandbytes' CUDA
+// optimizer launches), and
 // apart from the mutants in conformance/mutants/, which are the wrong kernels they must recognise.
 #include <cstdint>
 #include <functional>
