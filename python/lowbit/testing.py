@@ -1,4 +1,5 @@
-"""pytest helpers: assert_conformant, the check of a kernel's outputs against the reference."""
+"""pytest helpers: assert_conformant, the check of a kernel's outputs against the reference, and
+assert_verified, lowbit.verify's whole run (battery, golden cases, diagnosis) as one assertion."""
 from __future__ import annotations
 
 import lowbit
@@ -30,4 +31,17 @@ def assert_conformant(format: str, inputs, outputs, policy: str = None, strict: 
     report = lowbit.compare(expected, actual, policy=policy, strict=strict, max_listed=max_listed)
     if not report.conformant:
         raise NotConformant(f"{format}: the outputs are not conformant\n\n{report.markdown()}", report)
+    return report
+
+
+def assert_verified(kernel, format: str, **verify_args):
+    """Runs lowbit.verify(kernel, format, **verify_args) (a plugin's path or a Python function; the same
+    arguments) and returns its VerifyReport when every case conforms. Otherwise raises NotConformant (an
+    AssertionError) whose message is what a failing test should show: each case that did not conform
+    (verify's MISMATCH and FAILED lines, not the ok ones) and the verdict line with its diagnosis, the
+    known variant of the format's arithmetic that reproduces the kernel's outputs where there is one."""
+    report = lowbit.verify(kernel, format, **verify_args)
+    if not report.conformant:
+        failed = [line for line in report.lines if not line.startswith("ok ")]
+        raise NotConformant("\n".join(failed + [report.summary]), report)
     return report

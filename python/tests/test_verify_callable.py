@@ -32,6 +32,20 @@ def test_a_numpy_mutant_is_caught(mutation, caught_on):
     assert "(Python function test_verify_callable.numpy_codebook8.<locals>.kernel)" in r.summary
 
 
+def test_assert_verified_returns_the_report_or_fails_with_the_failing_cases_and_the_diagnosis():
+    from lowbit.testing import NotConformant, assert_verified
+
+    good = assert_verified(numpy_codebook8(), "torchao.codebook8.signed", inputs=["edges", "scaled-edges"])
+    assert good.conformant and [c.label for c in good.cases] == ["edges", "scaled-edges"]
+    with pytest.raises(NotConformant) as caught:
+        assert_verified(numpy_codebook8(reciprocal=True), "torchao.codebook8.signed", inputs=["edges", "scaled-edges"])
+    message = str(caught.value).splitlines()
+    # the one failing case's line, then the verdict with the diagnosis: the reciprocal, named
+    assert len(message) == 2 and message[0].startswith("MISMATCH scaled-edges: "), message
+    assert "NOT conformant" in message[1] and "(reciprocal): " in message[1], message
+    assert caught.value.report.diagnosis.variant == "reciprocal"
+
+
 def test_torchao_s_own_functions_conform_and_their_reciprocal_variant_is_caught():
     quant_utils = pytest.importorskip("torchao.optim.quant_utils")
     import torch
@@ -82,3 +96,27 @@ def test_plugin_options_are_refused_for_a_function():
         lowbit.verify(numpy_codebook8(), "torchao.codebook8.signed", cuda_runner="/x.so")
     with pytest.raises(ValueError, match="input 'nonsense:n=3'"):
         lowbit.verify(numpy_codebook8(), "torchao.codebook8.signed", inputs=["nonsense:n=3"])
+
+
+def test_the_docs_pytest_example_runs_as_printed_and_fails_my_8bit_with_its_diagnosis(tmp_path):
+    # docs/python.md's pytest example of lowbit.testing.assert_verified, run as printed (from the
+    # repository's root, where golden="golden" is): torchao's own functions pass, my_8bit fails with the
+    # failing cases' lines and the reciprocal named
+    pytest.importorskip("torchao.optim.quant_utils")
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    docs = open(os.path.join(REPO, "docs", "python.md"), encoding="utf-8").read()
+    start = docs.index("```python\nimport lowbit.testing\nimport pytest\nfrom torchao.optim.quant_utils")
+    code = docs[start + len("```python\n"):docs.index("```", start + 3)]
+    (tmp_path / "test_example.py").write_text(code)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.dirname(os.path.dirname(lowbit.__file__)),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path / "test_example.py")],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1 and "1 failed, 1 passed" in out.stdout, out.stdout[-3000:]
+    assert "E           lowbit.testing.NotConformant: MISMATCH scaled-edges: 96381 elements, 1672 mismatches" in out.stdout
+    assert "diagnosis: behaves as the reference with x * (1 / s) for x / s (reciprocal): " in out.stdout
