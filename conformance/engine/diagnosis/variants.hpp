@@ -40,6 +40,22 @@ struct Blocks {
 };
 Blocks blocks_of(const Case& c);
 
+// How a format codes one block again from another absmax (variants_blocks.cpp's slips): it writes the
+// block's codes and returns its stored scale. Made per case (a table, a qmap); null where the format
+// has none for the case (another back end).
+using BlockRequantizer = std::function<float(std::span<const float> block, float absmax, std::span<std::uint8_t> codes)>;
+using BlockRequantizerOf = std::function<BlockRequantizer(const Case& expected, const nlohmann::json& params)>;
+
+// variants_blocks.cpp, for the block formats where each slip is possible: the block-absmax slips
+// (absmax-subnormal-zero, absmax-from-first-element, tail-absmax-short) of a format whose absmax is
+// max |x| from 0, NaN ignored, over blocks of block_size (a partial tail allowed); the reference at
+// the format's default block size whatever block_size says (block-size-<default>); the dequant's
+// slips (flush-subnormal-dequant where a product q * scale can be subnormal, dequant-nan-positive
+// where the battery reaches a dequantized NaN other than +NaN 0x7FC00000).
+void add_absmax_slips(const FormatSpec& f, std::vector<KnownVariant>& out, BlockRequantizerOf requantizer_of);
+void add_default_block_size(const FormatSpec& f, std::vector<KnownVariant>& out, const std::string& library_default);
+void add_dequant_slips(std::vector<KnownVariant>& out, bool subnormal_products, bool other_nans);
+
 void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // casts, torchao.fp8, fp8.perblock
 void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // torchao codebooks, bnb.blockwise8
 void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // bnb.blockwise8's blocks

@@ -214,6 +214,14 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out) 
   };
   scale("absmax-ignores-nan", "the reference with a block absmax that skips NaN", false, true);
   scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", true, false);
+  // torchao's optimizers' block_size keyword (Adam8bit 256, Adam4bit 128) hard-coded. The dequant: its
+  // scale is at least 1e-12 and the map's smallest nonzero magnitude far above 2^-126 / 1e-12, so
+  // q * scale is never subnormal (no flush to find); a NaN scale is torch.amax's +NaN 0x7FC00000,
+  // which q * scale keeps, so another NaN is 0 * Inf only: the unsigned 8-bit map's code 0, which its
+  // search gives Inf / Inf in a block of Infs (special-blocks). The signed maps' zero needs an Inf
+  // block without NaN holding a zero, which the battery has not; the unsigned 4-bit map has no zero.
+  add_default_block_size(f, out, "torchao's optimizer default, torchao 0.18 optim/adam.py");
+  add_dequant_slips(out, false, f.name == "torchao.codebook8.unsigned");
 }
 
 }  // namespace lowbit::diagnosis

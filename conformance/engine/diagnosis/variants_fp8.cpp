@@ -216,6 +216,16 @@ std::optional<Case> zero_block_keeping_sign(const FormatSpec& f, const Case& e, 
   return with_codes(f, e, p, std::move(codes));
 }
 
+// fp8.perblock.e4m3 coding a block again from another absmax, by the format's rule: scale amax / 448, a
+// block of scale 0 coded 0x00 (NaN elements 0x7F), else CUDA's satfinite cast of x / scale
+float perblock_requantized(std::span<const float> block, float absmax, std::span<std::uint8_t> codes) {
+  const float scale = absmax / kE4M3Max;
+  for (std::size_t i = 0; i < block.size(); ++i)
+    codes[i] = scale == 0.0f ? (std::isnan(block[i]) ? fp8::E4M3FN::quiet_nan : std::uint8_t{0})
+                             : fp8::encode_nearest_even<fp8::E4M3FN>(block[i] / scale, fp8::cuda_satfinite());
+  return scale;
+}
+
 }  // namespace
 
 void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
@@ -258,9 +268,15 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
     edited("nan-payload-other-library", "the reference with the other library's NaN payload (S.11111.11 and S.11111.10 swapped)",
            nan_payload_swapped, true);
   }
-  if (f.name == "fp8.perblock.e4m3")
+  if (f.name == "fp8.perblock.e4m3") {
     out.push_back({"zero-block-keeps-sign", "the reference with -0.0 in an all-zero block (scale 0) coded 0x80, not 0x00",
                    [spec](const Case& e, const nlohmann::json& p) { return zero_block_keeping_sign(*spec, e, p); }});
+    // its absmax is max |x| from 0 with NaN ignored over blocks with a partial tail, as bitsandbytes'
+    // CPU one; its scale amax / 448 can be subnormal, and so can q * scale; a block holding an Inf has
+    // scale Inf, and its zero codes dequantize to 0 * Inf, x86's default NaN 0xFFC00000
+    add_absmax_slips(f, out, [](const Case&, const nlohmann::json&) -> BlockRequantizer { return perblock_requantized; });
+    add_dequant_slips(out, true, true);
+  }
   if (f.name != "torchao.fp8") return;
   const auto scale = [&](std::string name, std::string description, ScaleOf scale_of) {
     out.push_back({std::move(name), std::move(description),
@@ -278,6 +294,11 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", scale_without_clip);
   out.push_back({"nan-scale-from-element", "the reference storing a NaN block scale with the first NaN element's sign and payload",
                  [spec](const Case& e, const nlohmann::json& p) { return nan_scale_from_element(*spec, e, p); }});
+  // AdamFp8's block_size keyword (256) hard-coded; the dequant's NaN (a negative NaN code's, widened
+  // with its sign) written as +NaN. Its scale is at least 1e-12 / 448 and E4M3's smallest magnitude
+  // 2^-9: q * scale is never subnormal
+  add_default_block_size(f, out, "torchao's optimizer default, torchao 0.18 optim/adam.py");
+  add_dequant_slips(out, false, true);
 }
 
 }  // namespace lowbit::diagnosis

@@ -1,0 +1,189 @@
+// The diagnosis' block variants on every format where their bug is possible (issue 28), beyond the
+// format whose mutant needed them: for each (format, variant) pair, a wrong kernel's outputs computed
+// here from the reference's case by this file's own arithmetic (not the variant's code, not a
+// mutant's), which must differ from the reference on the input that shows the bug, and which the
+// diagnosis must name with that variant; and the reference's outputs with an unrelated bug (one code
+// moved to its neighbour), which it must not.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "lowbit/blockwise.hpp"
+#include "lowbit/case_maker.hpp"
+#include "lowbit/codebook.hpp"
+#include "lowbit/diagnosis.hpp"
+#include "lowbit/formats.hpp"
+#include "lowbit/fp8.hpp"
+
+using namespace lowbit;
+
+namespace {
+
+float from_bits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// `e` with its codes and scale replaced, the dequant made by the format's dequantizer and torchao's
+// 4-bit codes packed again (first element high).
+Case with_state(const FormatSpec& f, const Case& e, const std::vector<std::uint8_t>& codes, const std::vector<float>& scale) {
+  Case a = e;
+  const Tensor& old = e.require("codes");
+  a.add(Tensor::from_bytes("codes", old.dtype, old.shape, codes));
+  a.add(Tensor::from_f32("scale", e.require("scale").shape, scale));
+  a.add(Tensor::from_f32("dequant", e.require("dequant").shape, f.dequantize(a, resolve_params(f, e.params()))));
+  if (const Tensor* packed = e.find("codes_packed"))
+    a.add(Tensor::from_bytes("codes_packed", packed->dtype, packed->shape, blockwise::pack_nibbles(codes)));
+  return a;
+}
+
+// The dequant's values edited one by one.
+Case dequant_edited(const Case& e, const std::function<float(float)>& edit) {
+  Case a = e;
+  std::vector<float> d = e.require("dequant").f32();
+  for (float& v : d) v = edit(v);
+  a.add(Tensor::from_f32("dequant", e.require("dequant").shape, d));
+  return a;
+}
+
+// fp8.perblock.e4m3 with each block's absmax from amax_of(block, is the partial tail): scale amax /
+// 448, a block of scale 0 all 0x00 (its NaNs 0x7F), else CUDA's satfinite cast of x / scale.
+Case perblock_with(const FormatSpec& f, const Case& e,
+                   const std::function<float(std::span<const float>, bool tail)>& amax_of) {
+  const std::vector<float> x = e.require("input").f32();
+  const std::size_t block = positive_size_param(resolve_params(f, e.params()), "block_size");
+  std::vector<std::uint8_t> codes(x.size());
+  std::vector<float> scale((x.size() + block - 1) / block);
+  for (std::size_t b = 0; b < scale.size(); ++b) {
+    const std::size_t start = b * block, end = std::min(x.size(), start + block);
+    const float s = amax_of(std::span<const float>(x).subspan(start, end - start), end - start < block) / 448.0f;
+    scale[b] = s;
+    for (std::size_t i = start; i < end; ++i)
+      codes[i] = s == 0.0f ? (std::isnan(x[i]) ? 0x7F : 0x00) : fp8::encode_nearest_even<fp8::E4M3FN>(x[i] / s, fp8::cuda_satfinite());
+  }
+  return with_state(f, e, codes, scale);
+}
+
+// max |x| over the block, NaN skipped, from 0
+float amax_skipping_nan(std::span<const float> b) {
+  float a = 0.0f;
+  for (float v : b)
+    if (std::fabs(v) > a) a = std::fabs(v);
+  return a;
+}
+
+// The block-wise format quantized at block size `wide` (the library's default) and stored at the
+// case's: each scale the wide block's. torchao's codebook rule (scale max(amax, 1e-12), amax NaN-keeping,
+// torchao_search(x / scale)) or its FP8 one (scale / 448, torch's cast).
+Case wide_blocks(const FormatSpec& f, const Case& e, std::size_t wide) {
+  const std::vector<float> x = e.require("input").f32();
+  const std::size_t block = positive_size_param(resolve_params(f, e.params()), "block_size");
+  const bool fp8_state = f.name == "torchao.fp8";
+  const std::vector<float> q = fp8_state ? std::vector<float>{} : e.require("qmap").f32();
+  std::vector<std::uint8_t> codes(x.size());
+  std::vector<float> scale(x.size() / block);
+  for (std::size_t w = 0; w * wide < x.size(); ++w) {
+    float amax = 0.0f;
+    for (std::size_t i = w * wide; i < (w + 1) * wide; ++i) amax = std::isnan(x[i]) || std::isnan(amax) ? NAN : std::max(amax, std::fabs(x[i]));
+    const float s = fp8_state ? std::max(amax, 1e-12f) / 448.0f : std::max(amax, 1e-12f);
+    for (std::size_t i = w * wide; i < (w + 1) * wide; ++i) {
+      codes[i] = fp8_state ? fp8::encode_nearest_even<fp8::E4M3FN>(x[i] / s, fp8::torch_eager<fp8::E4M3FN>())
+                           : codebook::torchao_search(x[i] / s, q);
+      scale[i / block] = s;
+    }
+  }
+  return with_state(f, e, codes, scale);
+}
+
+// An unrelated bug: the first code away from zero, NaN and the ends moved to its neighbour (the first
+// code where there is none: a case of NaN and Inf blocks).
+Case one_code_moved(const FormatSpec& f, const Case& e) {
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  const auto movable = std::find_if(codes.begin(), codes.end(), [](std::uint8_t c) { return (c & 0x7Fu) >= 2 && (c & 0x7Fu) <= 0x7C; });
+  *(movable == codes.end() ? codes.begin() : movable) ^= 1u;
+  return with_state(f, e, codes, e.require("scale").f32());
+}
+
+struct Pair {
+  const char* format;
+  const char* variant;
+  const char* spec;
+  nlohmann::json params;
+  std::function<Case(const FormatSpec& f, const Case& e)> wrong;
+};
+
+}  // namespace
+
+TEST_CASE("the block variants are named on every format where their bug is possible, and only for their bug") {
+  const auto nan_positive = [](const FormatSpec&, const Case& e) {
+    return dequant_edited(e, [](float v) { return std::isnan(v) ? from_bits(0x7FC00000u) : v; });
+  };
+  const auto flush_dequant = [](const FormatSpec&, const Case& e) {
+    return dequant_edited(e, [](float v) { return std::fabs(v) < FLT_MIN ? std::copysign(0.0f, v) : v; });
+  };
+  const auto subnormal_zero = [](const FormatSpec& f, const Case& e) {
+    return perblock_with(f, e, [](std::span<const float> b, bool) {
+      const float a = amax_skipping_nan(b);
+      return a < FLT_MIN ? 0.0f : a;
+    });
+  };
+  const auto from_first = [](const FormatSpec& f, const Case& e) {
+    return perblock_with(f, e, [](std::span<const float> b, bool) {
+      float a = std::fabs(b[0]);  // glibc's fmax(a, v): v where a is NaN, a where v is
+      for (float v : b.subspan(1))
+        if (std::isnan(a) ? !std::isnan(v) : std::fabs(v) > a) a = std::fabs(v);
+      return a;
+    });
+  };
+  const auto tail_short = [](const FormatSpec& f, const Case& e) {
+    return perblock_with(f, e, [](std::span<const float> b, bool tail) {
+      return amax_skipping_nan(tail && b.size() > 1 ? b.first(b.size() - 1) : b);
+    });
+  };
+  const auto wide = [](std::size_t w) { return [w](const FormatSpec& f, const Case& e) { return wide_blocks(f, e, w); }; };
+  const nlohmann::json none = nlohmann::json::object();
+  const std::vector<Pair> pairs = {
+      {"torchao.codebook8.unsigned", "dequant-nan-positive", "special-blocks", none, nan_positive},
+      {"torchao.fp8", "dequant-nan-positive", "special-blocks", none, nan_positive},
+      {"fp8.perblock.e4m3", "dequant-nan-positive", "special", none, nan_positive},
+      {"fp8.perblock.e4m3", "flush-subnormal-dequant", "tiny-blocks", none, flush_dequant},
+      {"fp8.perblock.e4m3", "absmax-subnormal-zero", "tiny-blocks", none, subnormal_zero},
+      {"fp8.perblock.e4m3", "absmax-from-first-element", "special-blocks", none, from_first},
+      {"fp8.perblock.e4m3", "tail-absmax-short", "special-blocks", none, tail_short},
+      {"torchao.codebook8.signed", "block-size-256", "normal:n=4096,seed=5", {{"block_size", 64}}, wide(256)},
+      {"torchao.codebook8.unsigned", "block-size-256", "normal:n=4096,seed=5", {{"block_size", 64}}, wide(256)},
+      {"torchao.codebook4.signed", "block-size-128", "normal:n=4096,seed=5", {{"block_size", 32}}, wide(128)},
+      {"torchao.codebook4.unsigned", "block-size-128", "normal:n=4096,seed=5", {{"block_size", 32}}, wide(128)},
+      {"torchao.fp8", "block-size-256", "normal:n=4096,seed=5", {{"block_size", 64}}, wide(256)},
+  };
+  for (const Pair& pair : pairs) {
+    const std::string format = pair.format, variant = pair.variant;
+    CAPTURE(format);
+    CAPTURE(variant);
+    const FormatSpec& f = *find_format(format);
+    std::size_t cases = 0;
+    for_each_reference_case(
+        f, {pair.spec, resolve_params(f, pair.params)}, 1, {"lowbit test", "test_diagnosis_formats"}, false,
+        [&](const std::string&, const Case& e) {
+          ++cases;
+          const Case wrong = pair.wrong(f, e);
+          const Diagnosis d = diagnose(f, {{&e, &wrong}});
+          CAPTURE(d.line);
+          REQUIRE(d.mismatches > 0);
+          CHECK(std::find(d.reproducing.begin(), d.reproducing.end(), variant) != d.reproducing.end());
+          const Case unrelated = one_code_moved(f, e);
+          const Diagnosis u = diagnose(f, {{&e, &unrelated}});
+          CAPTURE(u.line);
+          REQUIRE(u.mismatches > 0);
+          CHECK(std::find(u.reproducing.begin(), u.reproducing.end(), variant) == u.reproducing.end());
+        },
+        [](const std::string&, const std::string&) {});
+    CHECK(cases == 1);
+  }
+}
