@@ -5,7 +5,10 @@
 // written as code 0x00 (fp8.perblock.e4m3's rule) where COAT divides and keeps -0.0's sign. Each is
 // the reference run on the input with the elements the variant's reduction sees otherwise: an element
 // it skips made NaN (which COAT's absmax ignores), the first of a NaN group made 0; those elements'
-// codes are then made again from their own value and the variant's fp32 scale.
+// codes are then made again from their own value and the variant's fp32 scale. The NaN slips (a group
+// absmax that keeps NaN, one started from 0) apply to the per-tensor kernel's 1 x 16 groups
+// (coat.act.pertensor.groupscale) and to both sides of the transposed one too, which reduce alike.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -23,13 +26,15 @@ struct Side {
   const char* codes;
   const char* scale;
   bool transposed;
+  const char* group_scale = nullptr;  // coat.act.pertensor.groupscale's per-group scales, made again too
   std::size_t input_of(std::size_t i, const Tensor& input) const {
     if (!transposed) return i;
     const auto m = static_cast<std::size_t>(input.shape[0]), n = static_cast<std::size_t>(input.shape[1]);
     return (i % m) * n + i / m;
   }
 };
-constexpr Side kRows{"codes", "scale", false}, kTransposed{"codes_t", "scale_t", true};
+constexpr Side kRows{"codes", "scale", false}, kTransposed{"codes_t", "scale_t", true},
+    kPerTensor{"codes", "scale", false, "group_scale"};
 
 // A codes tensor's groups (row groups or tiles) and each element's place in its group in memory order.
 struct Groups {
@@ -71,13 +76,15 @@ std::optional<Case> reduced_otherwise(const FormatSpec& f, const Case& e, const 
   as_seen.add(Tensor::from_f32("input", input.shape, x));
   std::vector<Tensor> made;
   for (Tensor& t : f.run(as_seen, p, 1))
-    if (t.name == side.codes || t.name == side.scale) made.push_back(std::move(t));
+    if (t.name == side.codes || t.name == side.scale || (side.group_scale && t.name == side.group_scale))
+      made.push_back(std::move(t));
   Case c = with_outputs(e, std::move(made));
   nlohmann::json f32 = p;
   f32["scale_dtype"] = "f32";
   std::vector<float> s;
-  for (const Tensor& t : f.run(as_seen, f32, 1))
-    if (t.name == side.scale) s = t.f32();
+  for (const Tensor& t : f.run(as_seen, f32, 1))  // (per tensor: bf16 whatever scale_dtype says, exact as a float)
+    if (t.name == side.scale)
+      for (std::size_t k = 0; k < t.element_count(); ++k) s.push_back(t.value_as_float(k));
   const BlockMap map = block_map(e, side.codes);
   if (s.size() != map.blocks) return std::nullopt;
   const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
@@ -110,6 +117,60 @@ decltype(KnownVariant::run) skipping(const FormatSpec* spec, std::function<bool(
   };
 }
 
+// The groups an absmax is reduced over, of each element of the side's codes: the codes' own row groups
+// or tiles, or (per tensor) the 1 x 16 groups along x's rows whose bf16 scales the tensor scale is the max of.
+std::vector<std::size_t> reduction_groups(const Case& e, const Side& side) {
+  const std::size_t n = e.require(side.codes).bytes.size();
+  std::vector<std::size_t> group(n);
+  const BlockMap map = block_map(e, side.codes);
+  for (std::size_t i = 0; i < n; ++i) group[i] = side.group_scale ? i / 16 : map.block_of(i);
+  return group;
+}
+
+// A variant of the reduction that sees the elements of some groups otherwise: seen_in(group's
+// elements, place in the group) gives an element's stand-in, nullopt for x itself.
+using GroupSeen = std::function<std::optional<float>(std::span<const float> group, std::size_t place)>;
+
+// The side's reduction with each group seen as the variant sees it.
+std::optional<Case> groups_seen(const FormatSpec& f, const Case& e, const nlohmann::json& p, const GroupSeen& seen,
+                                const Side& side) {
+  const Tensor& input = e.require("input");
+  if (input.shape.size() != 2 || e.require(side.codes).bytes.size() != input.element_count()) return std::nullopt;
+  const std::vector<std::size_t> group = reduction_groups(e, side);
+  std::vector<std::vector<float>> values(*std::max_element(group.begin(), group.end()) + 1);
+  std::vector<std::size_t> place(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    place[i] = values[group[i]].size();
+    values[group[i]].push_back(input.value_as_float(side.input_of(i, input)));
+  }
+  return reduced_otherwise(f, e, p, [&](std::size_t i, float) { return seen(values[group[i]], place[i]); }, side);
+}
+
+// The variant on both of the transposed format's sides (its one reduction rule quantizes x and x^T):
+// nullopt where neither side changes.
+std::optional<Case> on_both_sides(const FormatSpec& f, const Case& e, const nlohmann::json& p, const GroupSeen& seen) {
+  std::optional<Case> rows = groups_seen(f, e, p, seen, kRows);
+  std::optional<Case> both = groups_seen(f, rows ? *rows : e, p, seen, kTransposed);
+  return both ? both : rows;
+}
+
+bool has_nan(std::span<const float> group) {
+  return std::any_of(group.begin(), group.end(), [](float v) { return std::isnan(v); });
+}
+bool all_nan(std::span<const float> group) {
+  return std::all_of(group.begin(), group.end(), [](float v) { return std::isnan(v); });
+}
+// torch.amax's rule: a group holding a NaN reduces to NaN, as COAT's tl.max gives a group of NaNs alone
+std::optional<float> keeping_nan(std::span<const float> group, std::size_t) {
+  if (!has_nan(group)) return std::nullopt;
+  return kSkipped;
+}
+// a reduction started from 0: a group of NaNs alone reduces to 0, as one whose first element is 0
+std::optional<float> from_zero(std::span<const float> group, std::size_t place) {
+  if (place != 0 || !all_nan(group)) return std::nullopt;
+  return 0.0f;
+}
+
 }  // namespace
 
 void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
@@ -119,6 +180,25 @@ void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out
                    "the reference with each group of x^T (codes_t, along M) reduced to its absmax over its first 16 "
                    "elements whatever group_size is (COAT's default QB hard-coded in the transposed reduction)",
                    skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; }, kTransposed)});
+  // The per-tensor and transposed kernels reduce with the same tl.max as the per-group one: its NaN
+  // rules' slips apply to them (on both of the transposed kernel's sides, x's and x^T's groups)
+  const auto per_format = [spec](GroupSeen seen) -> decltype(KnownVariant::run) {
+    return [spec, seen](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+      if (spec->name == "coat.act.pertensor.groupscale") return groups_seen(*spec, e, p, seen, kPerTensor);
+      return on_both_sides(*spec, e, p, seen);
+    };
+  };
+  if (f.name == "coat.act.pertensor.groupscale" || f.name == "coat.act.pergroup.transposed") {
+    out.push_back({"absmax-keeps-nan",
+                   "the reference with a group absmax that keeps NaN (torch.amax's rule), "
+                   + std::string(f.name == "coat.act.pertensor.groupscale" ? "so that the tensor scale, their max, is NaN"
+                                                                           : "for x's and x^T's groups"),
+                   per_format(keeping_nan)});
+    out.push_back({"absmax-from-zero",
+                   "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
+                   "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
+                   per_format(from_zero)});
+  }
   if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
   out.push_back({"absmax-from-zero",
                  "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
