@@ -171,6 +171,34 @@ Case coat_transposed_with(const Case& e, const GroupAmax& amax_of) {
   return a;
 }
 
+// coat.act.pergroup.transposed with every code of a group (of x or of x^T) whose every element is a
+// zero (of either sign) or NaN, with at least one zero, written 0x00.
+Case coat_transposed_zero_groups(const Case& e) {
+  const std::size_t qb = positive_size_param(resolve_params(*find_format(e.format()), e.params()), "group_size");
+  const Tensor& input = e.require("input");
+  const std::vector<float> x = input.f32();
+  const auto m = static_cast<std::size_t>(input.shape[0]), n = static_cast<std::size_t>(input.shape[1]);
+  Case a = e;
+  for (const bool transposed : {false, true}) {
+    const std::size_t rows = transposed ? n : m, cols = transposed ? m : n;
+    const auto at = [&](std::size_t r, std::size_t c) { return transposed ? x[c * n + r] : x[r * n + c]; };
+    const Tensor& old = e.require(transposed ? "codes_t" : "codes");
+    std::vector<std::uint8_t> codes = old.bytes;
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t g = 0; g < cols / qb; ++g) {
+        bool zero = false, other = false;
+        for (std::size_t c = g * qb; c < (g + 1) * qb; ++c) {
+          zero = zero || at(r, c) == 0.0f;
+          other = other || (!std::isnan(at(r, c)) && at(r, c) != 0.0f);
+        }
+        if (zero && !other)
+          for (std::size_t c = g * qb; c < (g + 1) * qb; ++c) codes[r * cols + c] = 0;
+      }
+    a.add(Tensor::from_bytes(old.name, old.dtype, old.shape, codes));
+  }
+  return a;
+}
+
 // coat.act.pertensor.groupscale with another absmax of its 1 x 16 groups: each group's bf16 scale, the
 // tensor scale their max (NaN when one is: torch.max), every code the cast of x / that scale.
 Case coat_pertensor_with(const Case& e, const GroupAmax& amax_of) {
@@ -208,6 +236,7 @@ float amax_keep_nan(std::span<const float> g) {
     if (std::isnan(v)) return std::numeric_limits<float>::quiet_NaN();
   return amax_skip_nan(g);
 }
+float amax_misses_last(std::span<const float> g) { return amax_skip_nan(g.first(g.size() - 1)); }
 float amax_from_zero(std::span<const float> g) {
   const float a = amax_skip_nan(g);
   return std::isnan(a) ? 0.0f : a;
@@ -283,6 +312,12 @@ TEST_CASE("the block variants are named on every format where their bug is possi
        [](const FormatSpec&, const Case& e) { return coat_transposed_with(e, amax_keep_nan); }, coat_code_moved},
       {"coat.act.pergroup.transposed", "absmax-from-zero", "special-blocks", none,
        [](const FormatSpec&, const Case& e) { return coat_transposed_with(e, amax_from_zero); }, coat_code_moved},
+      {"coat.act.pergroup.transposed", "zero-group-codes-zero", "special-blocks", none,
+       [](const FormatSpec&, const Case& e) { return coat_transposed_zero_groups(e); }, coat_code_moved},
+      {"coat.act.pertensor.groupscale", "absmax-misses-last", "special-blocks", none,
+       [](const FormatSpec&, const Case& e) { return coat_pertensor_with(e, amax_misses_last); }, coat_code_moved},
+      {"coat.act.pergroup.transposed", "absmax-misses-last", "special-blocks", none,
+       [](const FormatSpec&, const Case& e) { return coat_transposed_with(e, amax_misses_last); }, coat_code_moved},
   };
   for (const Pair& pair : pairs) {
     const std::string format = pair.format, variant = pair.variant;

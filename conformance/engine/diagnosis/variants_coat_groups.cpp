@@ -165,11 +165,41 @@ std::optional<float> keeping_nan(std::span<const float> group, std::size_t) {
   if (!has_nan(group)) return std::nullopt;
   return kSkipped;
 }
+// a loop bound one short: the group's last element skipped
+std::optional<float> missing_last(std::span<const float> group, std::size_t place) {
+  if (place + 1 != group.size()) return std::nullopt;
+  return kSkipped;
+}
 // a reduction started from 0: a group of NaNs alone reduces to 0, as one whose first element is 0
 std::optional<float> from_zero(std::span<const float> group, std::size_t place) {
   if (place != 0 || !all_nan(group)) return std::nullopt;
   return 0.0f;
 }
+
+// fp8.perblock.e4m3's rule for a zero block on the side's groups: every code of a group whose absmax (COAT's
+// tl.max) is 0 written 0x00; nullopt where no group is zero.
+std::optional<Case> zero_groups_coded_zero(const Case& e, const Side& side) {
+  const Groups g = groups_of(e, side);
+  const Tensor& input = e.require("input");
+  const Tensor& old = e.require(side.codes);
+  std::vector<float> amax(g.map.blocks, kSkipped);
+  for (std::size_t i = 0; i < old.bytes.size(); ++i)
+    amax[g.map.block_of(i)] = coat_act::absmax_step(amax[g.map.block_of(i)], input.value_as_float(side.input_of(i, input)));
+  std::vector<std::uint8_t> codes = old.bytes;
+  bool any = false;
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    if (amax[g.map.block_of(i)] == 0.0f) {
+      codes[i] = 0;
+      any = true;
+    }
+  if (!any) return std::nullopt;
+  Case c = e;
+  c.add(Tensor::from_bytes(side.codes, old.dtype, old.shape, codes));
+  return c;
+}
+const char* const zero_group_description =
+    "the reference with every code of a group whose absmax is 0 written 0x00 (fp8.perblock.e4m3's rule for a zero "
+    "block), where COAT divides by the floor's scale and -0.0 keeps its sign";
 
 }  // namespace
 
@@ -181,7 +211,8 @@ void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out
                    "elements whatever group_size is (COAT's default QB hard-coded in the transposed reduction)",
                    skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; }, kTransposed)});
   // The per-tensor and transposed kernels reduce with the same tl.max as the per-group one: its NaN
-  // rules' slips apply to them (on both of the transposed kernel's sides, x's and x^T's groups)
+  // rules' slips and its loop bound apply to them (on both of the transposed kernel's sides, x's and
+  // x^T's groups)
   const auto per_format = [spec](GroupSeen seen) -> decltype(KnownVariant::run) {
     return [spec, seen](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
       if (spec->name == "coat.act.pertensor.groupscale") return groups_seen(*spec, e, p, seen, kPerTensor);
@@ -198,7 +229,17 @@ void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out
                    "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
                    "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
                    per_format(from_zero)});
+    out.push_back({"absmax-misses-last",
+                   "the reference with a group absmax over all but the group's last element (a loop bound one short)",
+                   per_format(missing_last)});
   }
+  if (f.name == "coat.act.pergroup.transposed")  // (per tensor: a zero group is divided by the tensor's scale)
+    out.push_back({"zero-group-codes-zero", zero_group_description + std::string(", on x's and x^T's groups"),
+                   [](const Case& e, const nlohmann::json&) -> std::optional<Case> {
+                     std::optional<Case> rows = zero_groups_coded_zero(e, kRows);
+                     std::optional<Case> both = zero_groups_coded_zero(rows ? *rows : e, kTransposed);
+                     return both ? both : rows;
+                   }});
   if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
   out.push_back({"absmax-from-zero",
                  "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
@@ -221,25 +262,8 @@ void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out
                  "the reference with a group absmax over the group's first 16 elements whatever group_size is "
                  "(COAT's default QB hard-coded in the reduction)",
                  skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; })});
-  out.push_back({"zero-group-codes-zero",
-                 "the reference with every code of a group whose absmax is 0 written 0x00 (fp8.perblock.e4m3's rule "
-                 "for a zero block), where COAT divides by the floor's scale and -0.0 keeps its sign",
-                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
-                   const Groups g = groups_of(e);
-                   const Tensor& input = e.require("input");
-                   std::vector<float> amax(g.map.blocks, kSkipped);
-                   for (std::size_t i = 0; i < input.element_count(); ++i)
-                     amax[g.map.block_of(i)] = coat_act::absmax_step(amax[g.map.block_of(i)], input.value_as_float(i));
-                   std::vector<std::uint8_t> codes = e.require("codes").u8();
-                   bool any = false;
-                   for (std::size_t i = 0; i < codes.size(); ++i)
-                     if (amax[g.map.block_of(i)] == 0.0f) {
-                       codes[i] = 0;
-                       any = true;
-                     }
-                   if (!any) return std::nullopt;
-                   return with_codes(*spec, e, p, std::move(codes));
-                 }});
+  out.push_back({"zero-group-codes-zero", zero_group_description,
+                 [](const Case& e, const nlohmann::json&) { return zero_groups_coded_zero(e, kRows); }});
 }
 
 }  // namespace lowbit::diagnosis
