@@ -304,6 +304,17 @@ TEST_CASE("the block variants are named on every format where their bug is possi
       {"torchao.codebook4.signed", "block-size-128", "normal:n=4096,seed=5", {{"block_size", 32}}, wide(128)},
       {"torchao.codebook4.unsigned", "block-size-128", "normal:n=4096,seed=5", {{"block_size", 32}}, wide(128)},
       {"torchao.fp8", "block-size-256", "normal:n=4096,seed=5", {{"block_size", 64}}, wide(256)},
+      {"torchao.fp8", "zero-block-codes-zero", "special-blocks", none,
+       [](const FormatSpec& f, const Case& e) {
+         // every code of a block whose inputs are all +0.0 or -0.0 written 0x00
+         std::vector<std::uint8_t> codes = e.require("codes").u8();
+         const std::vector<float> x = e.require("input").f32();
+         const std::size_t block = positive_size_param(resolve_params(f, e.params()), "block_size");
+         for (std::size_t b = 0; b * block < x.size(); ++b)
+           if (std::all_of(x.begin() + b * block, x.begin() + (b + 1) * block, [](float v) { return v == 0.0f; }))
+             std::fill(codes.begin() + b * block, codes.begin() + (b + 1) * block, std::uint8_t{0});
+         return with_state(f, e, codes, e.require("scale").f32());
+       }},
       {"coat.act.pertensor.groupscale", "absmax-keeps-nan", "special", none,
        [](const FormatSpec&, const Case& e) { return coat_pertensor_with(e, amax_keep_nan); }, coat_code_moved},
       {"coat.act.pertensor.groupscale", "absmax-from-zero", "special-blocks", none,

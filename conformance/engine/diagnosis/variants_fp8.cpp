@@ -216,6 +216,22 @@ std::optional<Case> zero_block_keeping_sign(const FormatSpec& f, const Case& e, 
   return with_codes(f, e, p, std::move(codes));
 }
 
+// torchao.fp8 with every code of a block of zeros alone written 0x00 (fp8.perblock.e4m3's rule for a
+// zero block), where torchao divides by its 1e-12 floor and -0.0 keeps its sign (0x80)
+std::optional<Case> zero_block_coded_zero(const FormatSpec& f, const Case& e, const nlohmann::json& p) {
+  const Tensor* input = e.find("input");
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  if (!input || input->dtype != DType::F32 || input->element_count() != codes.size()) return std::nullopt;
+  const std::vector<float> x = input->f32();
+  const BlockMap map = block_map(e, "codes");
+  std::vector<bool> zeros(map.blocks, true);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (x[i] != 0.0f) zeros.at(map.block_of(i)) = false;  // (NaN too)
+  for (std::size_t i = 0; i < codes.size(); ++i)
+    if (zeros[map.block_of(i)]) codes[i] = 0x00;
+  return with_codes(f, e, p, std::move(codes));
+}
+
 // fp8.perblock.e4m3 coding a block again from another absmax, by the format's rule: scale amax / 448, a
 // block of scale 0 coded 0x00 (NaN elements 0x7F), else CUDA's satfinite cast of x / scale
 float perblock_requantized(std::span<const float> block, float absmax, std::span<std::uint8_t> codes) {
@@ -294,6 +310,10 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", scale_without_clip);
   out.push_back({"nan-scale-from-element", "the reference storing a NaN block scale with the first NaN element's sign and payload",
                  [spec](const Case& e, const nlohmann::json& p) { return nan_scale_from_element(*spec, e, p); }});
+  out.push_back({"zero-block-codes-zero",
+                 "the reference with every code of a block of zeros written 0x00 (fp8.perblock.e4m3's rule), where "
+                 "torchao divides by its 1e-12 floor and -0.0 keeps its sign (0x80)",
+                 [spec](const Case& e, const nlohmann::json& p) { return zero_block_coded_zero(*spec, e, p); }});
   // AdamFp8's block_size keyword (256) hard-coded; the dequant's NaN (a negative NaN code's, widened
   // with its sign) written as +NaN. Its scale is at least 1e-12 / 448 and E4M3's smallest magnitude
   // 2^-9: q * scale is never subnormal
