@@ -205,65 +205,50 @@ const char* const zero_group_description =
 
 void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   const FormatSpec* spec = &f;
-  if (f.name == "coat.act.pergroup.transposed")
+  const bool per_group = f.name == "coat.act.pergroup" || f.name == "coat.act.perblock";
+  const bool per_tensor = f.name == "coat.act.pertensor.groupscale", transposed = f.name == "coat.act.pergroup.transposed";
+  if (!per_group && !per_tensor && !transposed) return;
+  if (transposed)
     out.push_back({"transposed-absmax-first-16",
                    "the reference with each group of x^T (codes_t, along M) reduced to its absmax over its first 16 "
                    "elements whatever group_size is (COAT's default QB hard-coded in the transposed reduction)",
                    skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; }, kTransposed)});
-  // The per-tensor and transposed kernels reduce with the same tl.max as the per-group one: its NaN
-  // rules' slips and its loop bound apply to them (on both of the transposed kernel's sides, x's and
-  // x^T's groups)
-  const auto per_format = [spec](GroupSeen seen) -> decltype(KnownVariant::run) {
-    return [spec, seen](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
-      if (spec->name == "coat.act.pertensor.groupscale") return groups_seen(*spec, e, p, seen, kPerTensor);
-      return on_both_sides(*spec, e, p, seen);
+  // The four kernels reduce with the same tl.max: its NaN rules' slips and its loop bound apply to each,
+  // on the per-tensor kernel's 1 x 16 groups and on both of the transposed kernel's sides (x's and x^T's)
+  const auto per_format = [spec, per_tensor, transposed](GroupSeen seen) -> decltype(KnownVariant::run) {
+    return [spec, seen, per_tensor, transposed](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+      if (per_tensor) return groups_seen(*spec, e, p, seen, kPerTensor);
+      if (transposed) return on_both_sides(*spec, e, p, seen);
+      return groups_seen(*spec, e, p, seen, kRows);
     };
   };
-  if (f.name == "coat.act.pertensor.groupscale" || f.name == "coat.act.pergroup.transposed") {
+  if (!per_group)  // (the per-group kernels' absmax-keeps-nan is variants_coat.cpp's, from their fp32 scales)
     out.push_back({"absmax-keeps-nan",
-                   "the reference with a group absmax that keeps NaN (torch.amax's rule), "
-                   + std::string(f.name == "coat.act.pertensor.groupscale" ? "so that the tensor scale, their max, is NaN"
-                                                                           : "for x's and x^T's groups"),
+                   "the reference with a group absmax that keeps NaN (torch.amax's rule), " +
+                       std::string(per_tensor ? "so that the tensor scale, their max, is NaN" : "for x's and x^T's groups"),
                    per_format(keeping_nan)});
-    out.push_back({"absmax-from-zero",
-                   "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
-                   "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
-                   per_format(from_zero)});
-    out.push_back({"absmax-misses-last",
-                   "the reference with a group absmax over all but the group's last element (a loop bound one short)",
-                   per_format(missing_last)});
-  }
-  if (f.name == "coat.act.pergroup.transposed")  // (per tensor: a zero group is divided by the tensor's scale)
+  out.push_back({"absmax-from-zero",
+                 "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
+                 "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
+                 per_format(from_zero)});
+  out.push_back({"absmax-misses-last",
+                 "the reference with a group absmax over all but the group's last element (a loop bound one short)",
+                 per_format(missing_last)});
+  if (per_group)
+    out.push_back({"absmax-first-16",
+                   "the reference with a group absmax over the group's first 16 elements whatever group_size is "
+                   "(COAT's default QB hard-coded in the reduction)",
+                   skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; })});
+  if (per_group)
+    out.push_back({"zero-group-codes-zero", zero_group_description,
+                   [](const Case& e, const nlohmann::json&) { return zero_groups_coded_zero(e, kRows); }});
+  if (transposed)  // (per tensor: a zero group is divided by the tensor's scale)
     out.push_back({"zero-group-codes-zero", zero_group_description + std::string(", on x's and x^T's groups"),
                    [](const Case& e, const nlohmann::json&) -> std::optional<Case> {
                      std::optional<Case> rows = zero_groups_coded_zero(e, kRows);
                      std::optional<Case> both = zero_groups_coded_zero(rows ? *rows : e, kTransposed);
                      return both ? both : rows;
                    }});
-  if (f.name != "coat.act.pergroup" && f.name != "coat.act.perblock") return;
-  out.push_back({"absmax-from-zero",
-                 "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
-                 "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
-                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
-                   const Groups g = groups_of(e);
-                   const Tensor& input = e.require("input");
-                   std::vector<bool> has_number(g.map.blocks);
-                   for (std::size_t i = 0; i < input.element_count(); ++i)
-                     if (!std::isnan(input.value_as_float(i))) has_number[g.map.block_of(i)] = true;
-                   return reduced_otherwise(*spec, e, p, [&](std::size_t i, float) -> std::optional<float> {
-                     if (has_number[g.map.block_of(i)] || g.place[i] != 0) return std::nullopt;
-                     return 0.0f;
-                   });
-                 }});
-  out.push_back({"absmax-misses-last",
-                 "the reference with a group absmax over all but the group's last element (a loop bound one short)",
-                 skipping(spec, [](std::size_t place, std::size_t size) { return place + 1 == size; })});
-  out.push_back({"absmax-first-16",
-                 "the reference with a group absmax over the group's first 16 elements whatever group_size is "
-                 "(COAT's default QB hard-coded in the reduction)",
-                 skipping(spec, [](std::size_t place, std::size_t) { return place >= 16; })});
-  out.push_back({"zero-group-codes-zero", zero_group_description,
-                 [](const Case& e, const nlohmann::json&) { return zero_groups_coded_zero(e, kRows); }});
 }
 
 }  // namespace lowbit::diagnosis
