@@ -91,18 +91,17 @@ ElementExplainer sqrt_explainer(const Case& expected, const Case& actual, const 
 
 struct RuleSpec {
   const char* name;
-  optimizer::BnbRule rule;
-  const char* state;
-  const char* beta1;  // the param passed as the kernel's beta1 (null: 0.0)
-  const char* beta2;
   nlohmann::json defaults;
   const char* description;
   const char* provenance;
+  // The rule, its state and the params passed as the kernel's betas: bnb_one_state's table, which the
+  // diagnosis's variants read too (formats_optimizer_io.hpp)
+  const BnbOneState& one() const { return *bnb_one_state(name); }
 };
 
 // What a rule's CPU and CUDA formats share: the case tensors, the strings and the default params.
 FormatSpec rule_states_format(const RuleSpec& r, bool cuda) {
-  FormatSpec f = states_format(r.name, {{r.state, true}}, cuda);  // Optimizer1State: the signed map for every rule
+  FormatSpec f = states_format(r.name, {{r.one().state, true}}, cuda);  // Optimizer1State: the signed map for every rule
   f.description = r.description;
   f.provenance = r.provenance;
   f.default_params.update(r.defaults);
@@ -111,10 +110,10 @@ FormatSpec rule_states_format(const RuleSpec& r, bool cuda) {
 
 FormatSpec rule_format(const RuleSpec& r) {
   FormatSpec f = rule_states_format(r, false);
-  const std::string state = r.state;
-  const optimizer::BnbRule rule = r.rule;
-  const char* b1 = r.beta1;
-  const char* b2 = r.beta2;
+  const std::string state = r.one().state;
+  const optimizer::BnbRule rule = r.one().rule;
+  const char* b1 = r.one().beta1;
+  const char* b2 = r.one().beta2;
   f.run = [state, rule, b1, b2](const Case& in, const nlohmann::json& p, int threads) {
     std::vector<float> param = in.require("param").f32();
     optimizer::Moment m = read_moment(in, state, false);
@@ -146,25 +145,25 @@ FormatSpec rule_format(const RuleSpec& r) {
 
 std::vector<RuleSpec> rule_specs() {
   return {
-      {"bnb.lion8bit.cpu", optimizer::BnbRule::Lion, "exp_avg", "beta1", "beta2",
+      {"bnb.lion8bit.cpu",
        {{"lr", 1e-4}, {"beta1", 0.9}, {"beta2", 0.99}, {"weight_decay", 0.0}},
        "one bitsandbytes 8-bit block-wise Lion step (Lion8bit, PagedLion8bit) as its CPU kernel computes it: "
        "decoupled decay, sign of the interpolation beta1 (three roundings; sign of NaN is 0), the parameter moved "
        "by lr, then the state's EMA with beta2 (ATen's fused add), requantized with the CPU lookup table",
        "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'lion')"},
-      {"bnb.momentum8bit.cpu", optimizer::BnbRule::Momentum, "momentum_buffer", "momentum", nullptr,
+      {"bnb.momentum8bit.cpu",
        {{"lr", 1e-2}, {"momentum", 0.9}, {"weight_decay", 0.0}},
        "one bitsandbytes 8-bit block-wise SGD-with-momentum step (SGD8bit; LARS8bit passes the same rule and its "
        "trust ratio is not applied) as its CPU kernel computes it: L2 decay added to the gradient, the buffer "
        "copied at step 1 and momentum * buf + grad after (no dampening), requantized with the CPU lookup table",
        "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'momentum'/'lars')"},
-      {"bnb.rmsprop8bit.cpu", optimizer::BnbRule::Rmsprop, "square_avg", "alpha", nullptr,
+      {"bnb.rmsprop8bit.cpu",
        {{"lr", 1e-2}, {"alpha", 0.99}, {"eps", 1e-8}, {"weight_decay", 0.0}},
        "one bitsandbytes 8-bit block-wise RMSprop step (RMSprop8bit) as its CPU kernel computes it: L2 decay "
        "added to the gradient, alpha * s + (1 - alpha) g^2 (ATen's addcmul), p - lr g / (sqrt(s) + eps), the "
        "state requantized with the signed map and the CPU lookup table",
        "bitsandbytes 0.50 backends/cpu/ops.py _optimizer_update_8bit_blockwise_cpu (optimizer 'rmsprop')"},
-      {"bnb.adagrad8bit.cpu", optimizer::BnbRule::Adagrad, "sum", nullptr, nullptr,
+      {"bnb.adagrad8bit.cpu",
        {{"lr", 1e-2}, {"eps", 1e-10}, {"weight_decay", 0.0}},
        "one bitsandbytes 8-bit block-wise Adagrad step (Adagrad8bit) as its CPU kernel computes it: L2 decay "
        "added to the gradient, s + g^2 (ATen's addcmul), p - lr g / (sqrt(s) + eps), the state requantized "
@@ -235,11 +234,12 @@ FormatSpec rule_cuda_format(const RuleSpec& r) {
   f.default_tolerance = "bnb-cuda";
   f.run = [r](const Case& in, const nlohmann::json& p, int /*threads*/) {
     std::vector<float> param = in.require("param").f32();
-    optimizer::Moment m = read_moment(in, r.state, false);
+    const BnbOneState& one = r.one();
+    optimizer::Moment m = read_moment(in, one.state, false);
     const std::int64_t step = step_of(in);
     if (step > INT32_MAX) throw CaseError(in.origin + ": step must be an int32 >= 1 (the kernel's type)");
-    optimizer::bnb_rule_cuda_step(r.rule, param, in.require("grad").f32(), step, m, bnb_rule_hyper(p, r.beta1, r.beta2));
-    return outputs_of(param, {{r.state, &m}});
+    optimizer::bnb_rule_cuda_step(one.rule, param, in.require("grad").f32(), step, m, bnb_rule_hyper(p, one.beta1, one.beta2));
+    return outputs_of(param, {{one.state, &m}});
   };
   return f;
 }
@@ -283,7 +283,7 @@ std::vector<RuleSpec> rule_cuda_specs() {
   std::vector<RuleSpec> out;
   for (const CudaText& c : texts)
     for (RuleSpec r : rule_specs())
-      if (r.rule == c.rule) {
+      if (r.one().rule == c.rule) {
         r.name = c.name;
         r.description = c.description;
         r.provenance = c.provenance;
