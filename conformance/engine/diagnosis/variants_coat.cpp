@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "../registry/coat_optimizer_run.hpp"
+#include "../registry/formats_optimizer_io.hpp"
 #include "lowbit/coat_activation.hpp"
 #include "lowbit/coat_fake.hpp"
 #include "lowbit/float_bits.hpp"
@@ -56,15 +57,8 @@ std::optional<Case> requantized_groups(const FormatSpec& f, const Case& e, const
   Case c = e;
   c.add(Tensor::from_bytes("codes", old_codes.dtype, old_codes.shape, codes));
   const auto dtype = old_scale.dtype == DType::BF16 ? coat_act::ScaleDtype::BF16 : coat_act::ScaleDtype::F32;
-  std::vector<std::uint8_t> bytes;
-  for (float g : s) {
-    const std::uint32_t u = bits_of(coat_act::stored_scale(g, dtype, casts));
-    if (dtype == coat_act::ScaleDtype::BF16)
-      for (int b = 2; b < 4; ++b) bytes.push_back(static_cast<std::uint8_t>(u >> (8 * b)));
-    else
-      for (int b = 0; b < 4; ++b) bytes.push_back(static_cast<std::uint8_t>(u >> (8 * b)));
-  }
-  c.add(Tensor::from_bytes("scale", old_scale.dtype, old_scale.shape, bytes));
+  for (float& g : s) g = coat_act::stored_scale(g, dtype, casts);  // exact in the stored dtype
+  c.add(optimizer_io::narrowed("scale", old_scale, s));
   return c;
 }
 
