@@ -4,7 +4,10 @@
 
 #include <fmt/core.h>
 
+#include <cstring>
+
 #include "lowbit/blockwise.hpp"
+#include "lowbit/mismatch.hpp"
 #include "variants.hpp"
 
 namespace lowbit {
@@ -50,6 +53,20 @@ Case with_outputs(const Case& expected, std::vector<Tensor> outputs) {
   Case c = expected;
   for (Tensor& t : outputs) c.add(std::move(t));
   return c;
+}
+
+Tensor with_subnormals_flushed(const Tensor& t) {
+  Tensor out = t;
+  const std::size_t n = t.element_count(), size = n ? t.bytes.size() / n : 0;
+  if (size == 0) return out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!is_subnormal_bits(t.dtype, t.bits_at(i))) continue;
+    // a zero of the element's sign: every byte 0 but the sign bit, the top bit of its last byte
+    std::uint8_t* e = out.bytes.data() + i * size;
+    std::memset(e, 0, size - 1);
+    e[size - 1] &= 0x80u;
+  }
+  return out;
 }
 
 // A partial last block whose outputs the kernel never wrote: its codes left as the harness's zeros

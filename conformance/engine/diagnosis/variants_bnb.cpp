@@ -5,30 +5,12 @@
 // subnormal flushed, a NaN written as +NaN): variants_blocks.cpp's, with the CPU table's coding of a
 // block here. The element variants (the search, the table, the normalization) are
 // variants_codebook.cpp's; the other back ends, variants_params.cpp's.
-#include <cmath>
-#include <cstring>
 #include <memory>
 
 #include "lowbit/codebook.hpp"
-#include "lowbit/float_bits.hpp"
-#include "lowbit/mismatch.hpp"
 #include "variants.hpp"
 
 namespace lowbit::diagnosis {
-
-Tensor with_subnormals_flushed(const Tensor& t) {
-  Tensor out = t;
-  const std::size_t n = t.element_count(), size = n ? t.bytes.size() / n : 0;
-  if (size == 0) return out;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!is_subnormal_bits(t.dtype, t.bits_at(i))) continue;
-    // a zero of the element's sign: every byte 0 but the sign bit, the top bit of its last byte
-    std::uint8_t* e = out.bytes.data() + i * size;
-    std::memset(e, 0, size - 1);
-    e[size - 1] &= 0x80u;
-  }
-  return out;
-}
 
 namespace {
 
