@@ -6,6 +6,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <cmath>
 #include <limits>
@@ -195,8 +196,13 @@ std::vector<Partial> over_chunks(std::size_t n, std::size_t block, int threads, 
     }
   };
   std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)), chunks); ++t)
-    pool.emplace_back(work);
+  try {
+    for (std::size_t t = 1; t < std::min<std::size_t>(static_cast<std::size_t>(std::max(1, threads)), chunks); ++t)
+      pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // the system refused a thread (a thread limit): the threads started, this one among them, take
+    // every chunk; never std::terminate from a joinable thread destroyed while the error unwinds
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (failure) std::rethrow_exception(failure);

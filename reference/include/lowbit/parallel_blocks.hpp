@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -25,8 +26,22 @@ void for_block_ranges(std::size_t blocks, int threads, const Body& body) {
   auto range_start = [&](std::size_t k) { return blocks / t * k + std::min(k, blocks % t); };
   std::vector<std::thread> pool;
   pool.reserve(t - 1);
-  for (std::size_t k = 1; k < t; ++k) pool.emplace_back([&, k] { body(range_start(k), range_start(k + 1)); });
-  body(range_start(0), range_start(1));
+  // A thread the system refuses (a process or cgroup thread limit: std::system_error) leaves its range
+  // and those after it to the calling thread: the same bytes, later, instead of std::terminate from
+  // a vector of joinable threads destroyed while the error unwinds.
+  std::size_t started = 1;
+  try {
+    for (; started < t; ++started)
+      pool.emplace_back([&, started] { body(range_start(started), range_start(started + 1)); });
+  } catch (const std::system_error&) {
+  }
+  try {
+    body(range_start(0), range_start(1));
+    for (std::size_t k = started; k < t; ++k) body(range_start(k), range_start(k + 1));
+  } catch (...) {
+    for (std::thread& th : pool) th.join();
+    throw;
+  }
   for (std::thread& th : pool) th.join();
 }
 
