@@ -594,3 +594,34 @@ TEST_CASE("layouts resolve to block indices by hand") {
     CHECK_THROWS_AS(resolve_layout(blocks(param_extent("block_size"), {}), {4}, huge), std::invalid_argument);
   }
 }
+
+TEST_CASE("the library-rounding share is of the numeric mismatches, the NaN encodings named apart") {
+  // a NaN input whose code the kernel writes with the sign flipped (0x7F -> 0xFF: nan-encoding) and
+  // a 1.0 written as the next code (genuine): 2 mismatching codes, 1 of them numeric
+  const Case e = reference_case({1.0f, std::nanf(""), 2.0f, 3.0f});
+  REQUIRE(e.find("codes")->bytes[1] == 0x7F);
+  const Case a = with_code(with_code(e, 1, 0xFF), 0, 0x39);
+  ComparisonTotals t;
+  t.add(compare_cases(e, a, TolerancePolicy{}));
+  REQUIRE(t.count(MismatchClass::NanEncoding) == 2);  // the code and its dequant
+  REQUIRE(t.mismatches == 4);
+  CHECK(library_rounding_text(t, TolerancePolicy{}) ==
+        "library-rounding: 0 of 2 numeric mismatches (0.0 %; 2 NaN encodings apart), not allowed");
+  const nlohmann::json j = library_rounding_json(t, TolerancePolicy{});
+  CHECK(j.at("mismatches") == 4);  // the key's first meaning: all mismatches
+  CHECK(j.at("nan_encodings") == 2);
+
+  // counts alone: 3 library roundings among 40 numeric mismatches and 2 NaN encodings; and without them
+  ComparisonTotals counts;
+  counts.mismatches = 42;
+  counts.by_class[static_cast<std::size_t>(MismatchClass::LibraryRounding)] = 3;
+  counts.by_class[static_cast<std::size_t>(MismatchClass::NanEncoding)] = 2;
+  TolerancePolicy allowing;
+  allowing.allow_library_rounding = true;
+  CHECK(library_rounding_text(counts, allowing) ==
+        "library-rounding: 3 of 40 numeric mismatches (7.5 %; 2 NaN encodings apart), allowed by the policy");
+  CHECK(library_rounding_json(counts, allowing).at("rate").get<double>() == 3.0 / 42.0);
+  counts.mismatches = 40;
+  counts.by_class[static_cast<std::size_t>(MismatchClass::NanEncoding)] = 0;
+  CHECK(library_rounding_text(counts, allowing) == "library-rounding: 3 of 40 mismatches (7.5 %), allowed by the policy");
+}

@@ -89,12 +89,16 @@ int run_conform(ConformOptions o) {
                      {"library_rounding", library_rounding_json(n, t.policy)}};
   }
   // overall: under the policies of the formats (each allows library-rounding or not; reported per format)
+  // of the numeric mismatches, as library_rounding_text counts them (NaN encodings apart)
   const std::uint64_t library = overall.count(MismatchClass::LibraryRounding);
-  fmt::print("conform: {} of {} mismatches are library-rounding{}: {}\n", library, overall.mismatches,
-             o.strict ? " (strict: none allowed)" : "", all_conformant ? "conformant" : "NOT conformant");
-  md += fmt::format("\n{} of {} mismatches are library-rounding.\n", library, overall.mismatches);
+  const std::uint64_t nan = overall.count(MismatchClass::NanEncoding), numeric = overall.mismatches - nan;
+  const std::string nan_apart = nan ? fmt::format(" ({} NaN encoding{} apart)", nan, nan == 1 ? "" : "s") : "";
+  fmt::print("conform: {} of {} {}mismatches are library-rounding{}{}: {}\n", library, numeric, nan ? "numeric " : "",
+             nan_apart, o.strict ? " (strict: none allowed)" : "", all_conformant ? "conformant" : "NOT conformant");
+  md += fmt::format("\n{} of {} {}mismatches are library-rounding{}.\n", library, numeric, nan ? "numeric " : "", nan_apart);
   nlohmann::json j = {{"golden", o.golden}, {"format_glob", o.format_glob}, {"conformant", all_conformant},
-                      {"strict", o.strict}, {"library_rounding", {{"count", library}, {"mismatches", overall.mismatches}}},
+                      {"strict", o.strict},
+                      {"library_rounding", {{"count", library}, {"mismatches", overall.mismatches}, {"nan_encodings", nan}}},
                       {"by_format", summary}, {"cases", cases}};
   o.output.write(j.dump(2) + "\n", md + details);
   return all_conformant ? kConformant : kNotConformant;

@@ -69,16 +69,23 @@ void ComparisonTotals::add(const ComparisonReport& r) {
   }
 }
 
+// The denominator is the numeric mismatches: a NaN whose sign or payload differs is no rounding of
+// any library, and counting it would understate the share.
 std::string library_rounding_text(const ComparisonTotals& t, const TolerancePolicy& p) {
-  const std::uint64_t n = t.count(MismatchClass::LibraryRounding);
-  return fmt::format("library-rounding: {} of {} mismatches ({}), {}", n, t.mismatches, percent(n, t.mismatches),
+  const std::uint64_t n = t.count(MismatchClass::LibraryRounding), nan = t.count(MismatchClass::NanEncoding);
+  const std::uint64_t numeric = t.mismatches - nan;
+  return fmt::format("library-rounding: {} of {} {}mismatches ({}{}), {}", n, numeric, nan ? "numeric " : "",
+                     percent(n, numeric), nan ? fmt::format("; {} NaN encoding{} apart", nan, nan == 1 ? "" : "s") : "",
                      library_rounding_allowed(p) ? "allowed by the policy" : "not allowed");
 }
 
+// JSON keeps its first meaning ("mismatches" all of them, "rate" over them: keys are never redefined)
+// and adds the NaN encodings among them
 nlohmann::json library_rounding_json(const ComparisonTotals& t, const TolerancePolicy& p) {
   const std::uint64_t n = t.count(MismatchClass::LibraryRounding);
   return {{"count", n},
           {"mismatches", t.mismatches},
+          {"nan_encodings", t.count(MismatchClass::NanEncoding)},
           {"rate", t.mismatches ? static_cast<double>(n) / static_cast<double>(t.mismatches) : 0.0},
           {"allowed", library_rounding_allowed(p)}};
 }

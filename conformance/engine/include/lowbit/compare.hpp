@@ -71,10 +71,12 @@ struct ComparisonTotals {
   void add(const ComparisonReport& r);
   std::uint64_t count(MismatchClass c) const { return by_class[static_cast<std::size_t>(c)]; }
 };
-// The share of the mismatches that library-rounding explains, printed next to every verdict: a
-// kernel with many of them deserves a look even where the policy allows them. Text:
-// "library-rounding: 428 of 606 mismatches (70.6 %), allowed by the policy"; JSON: {"count",
-// "mismatches", "rate" (0 when there are no mismatches), "allowed"}.
+// The share of the numeric mismatches (NaN-encoding differences apart) that library-rounding explains,
+// printed next to every verdict: a kernel with many of them deserves a look even where the policy
+// allows them. Text: "library-rounding: 428 of 606 mismatches (70.6 %), allowed by the policy", or with
+// NaN encodings "... 428 of 606 numeric mismatches (70.6 %; 12 NaN encodings apart), ...". JSON:
+// {"count", "mismatches" (all, NaN encodings included), "nan_encodings", "rate" (count / mismatches,
+// 0 without any), "allowed"}: the keys' first meaning, kept.
 std::string library_rounding_text(const ComparisonTotals& t, const TolerancePolicy& p);
 nlohmann::json library_rounding_json(const ComparisonTotals& t, const TolerancePolicy& p);
 
