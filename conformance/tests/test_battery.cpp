@@ -408,3 +408,19 @@ TEST_CASE("verify --param: every generated case takes it; a bad key or value is 
   CHECK(zero.output.starts_with("lowbit: error: --param block_size=0: "));
   CHECK(zero.output.find("block_size must be a whole number from 1 to 2147483647 (got 0)") != std::string::npos);
 }
+
+TEST_CASE("verify --param group_size: the battery's inputs are whole tiles of the group size given") {
+  // the battery sizes its inputs (special cycled, the random inputs) from the params it runs with, so
+  // every group size COAT builds its kernels for runs the whole battery (before: special:n=2048, made
+  // for QB 16, was exit 2 at QB 32, 64 and 128)
+  for (const char* format : {"coat.act.pergroup", "coat.act.pergroup.transposed", "coat.act.perblock"})
+    for (int qb : {16, 32, 64, 128}) {
+      CAPTURE(format);
+      CAPTURE(qb);
+      const Run r = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference." + format +
+                               " --no-golden --param group_size=" + std::to_string(qb));
+      CAPTURE(r.output);
+      CHECK(r.code == 0);
+      CHECK(r.output.find("skipped") == std::string::npos);
+    }
+}

@@ -150,28 +150,37 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
 
 namespace lowbit {
 
-std::vector<InputRun> default_input_runs(const FormatSpec& f) {
+std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::json& given) {
   if (!takes_input(f)) return {};
-  const nlohmann::json& defaults = f.default_params;
+  // every run's params are the format's defaults, the run's own values, then the given ones over
+  // them; the sizes of the inputs (tiles, blocks) are made from the params the run ends up with
+  const auto with_given = [&given](nlohmann::json p) {
+    if (given.is_object()) p.update(given);
+    return p;
+  };
   // An optimizer whose default weight_decay is 0 also takes steps with AdamW's usual 0.01: where the
-  // decay is applied (before or after the update) is invisible without it.
+  // decay is applied (before or after the update) is invisible without it. (Which runs there are is
+  // decided on the format's defaults; the given params then apply to each.)
   if (f.fresh_state) {
-    std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", defaults}, {"adam-v:n=4096,seed=2", defaults}};
-    if (defaults.contains("weight_decay") && defaults.at("weight_decay").get<double>() == 0.0) {
-      nlohmann::json decayed = defaults;
+    const nlohmann::json& own = f.default_params;
+    std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", own}, {"adam-v:n=4096,seed=2", own}};
+    if (own.contains("weight_decay") && own.at("weight_decay").get<double>() == 0.0) {
+      nlohmann::json decayed = own;
       decayed["weight_decay"] = 0.01;
       runs.push_back({"normal:n=4096,seed=3,std=0.5", decayed});
     }
     // AdEMAMix's schedulers (t_alpha, t_beta3; off by default, as bitsandbytes' None) are invisible
     // without them: a run with both on, ending inside verify's default 3 steps
-    if (defaults.contains("t_alpha") && defaults.at("t_alpha") == 0) {
-      nlohmann::json scheduled = defaults;
+    if (own.contains("t_alpha") && own.at("t_alpha") == 0) {
+      nlohmann::json scheduled = own;
       scheduled["t_alpha"] = 2;
       scheduled["t_beta3"] = 2;
       runs.push_back({"normal:n=4096,seed=4,std=0.5", scheduled});
     }
+    for (InputRun& r : runs) r.params = with_given(std::move(r.params));
     return runs;
   }
+  const nlohmann::json defaults = with_given(f.default_params);
   std::vector<InputRun> runs;
   auto push = [&](const std::string& spec) { runs.push_back({spec, defaults}); };
   if (f.edge_inputs) push("edges");
@@ -204,8 +213,9 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
   // the other block sizes the library takes: its boundaries, its special blocks and a random input
   // (a 2-D format's of whole tiles of that size, one at least)
   for (std::size_t block : f.battery_block_sizes) {
-    nlohmann::json sized = defaults;
+    nlohmann::json sized = f.default_params;
     sized[block_param] = block;
+    sized = with_given(std::move(sized));
     std::size_t n = 4096;
     if (f.input_tile) {
       const InputTile t = f.input_tile(sized);
@@ -217,8 +227,9 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f) {
   }
   // the parameter values the libraries use in practice: the boundaries, the special values and blocks
   for (const nlohmann::json& values : f.battery_params) {
-    nlohmann::json p = defaults;
+    nlohmann::json p = f.default_params;
     p.update(values);
+    p = with_given(std::move(p));
     for (const char* spec : {"edges", "table-edges", "tiny-blocks", "special", "special-blocks"})
       if (std::string(spec) != "table-edges" || f.table_edge_inputs) runs.push_back({spec, p});
   }

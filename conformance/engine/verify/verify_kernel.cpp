@@ -188,7 +188,7 @@ VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const 
   if (!o.params.empty()) check_params(format, o.params, o.made_by);
   std::vector<InputRun> runs;
   for (const std::string& text : o.inputs) runs.push_back({text, format.default_params});
-  if (defaults && takes_input(format)) runs = default_input_runs(format);
+  if (defaults && takes_input(format)) runs = default_input_runs(format, o.params);
   // the given params over every run's, each run once (the battery's own values of a given param collapse)
   std::vector<InputRun> given;
   for (InputRun& run : runs) {

@@ -47,8 +47,10 @@ struct InputRun {
 
 // The inputs verify runs when none is given (and the Python package's default battery): the format's
 // boundaries, special values and random distributions, or for an optimizer steps from a few
-// parameters. Empty for a format that takes no input (its one case is table_case's).
-std::vector<InputRun> default_input_runs(const FormatSpec& f);
+// parameters. Empty for a format that takes no input (its one case is table_case's). `given` (verify's
+// --param) is set over every run's params before the run's input is sized, so that a tile or block
+// size given makes inputs of whole tiles or blocks of that size.
+std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::json& given = nlohmann::json::object());
 
 // Every case of one run after the reference ran on it, in order (an optimizer's `steps` steps, each
 // from the reference's state after the previous one): on_case(stem, the complete case). When
