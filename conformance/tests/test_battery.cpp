@@ -336,10 +336,12 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        {"edges" + unsigned_map, "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
       // COAT's group quantizers: groups of one special value as whole tiles, a tile ending on its
       // maximum, the other group sizes COAT builds (16 and 128)
-      {"mutant_coat_act_all_nan_scale", 16, {"special-blocks", "special-blocks.group_size-128"}, old_coat_battery(2048, 8192)},
-      {"mutant_coat_act_zero_group_codes_zero", 16, {"special-blocks", "special-blocks.group_size-128"},
+      {"mutant_coat_act_all_nan_scale", 16, {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"}, old_coat_battery(2048, 8192)},
+      {"mutant_coat_act_zero_group_codes_zero", 16,
+       {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"},
        old_coat_battery(2048, 8192)},
-      {"mutant_coat_perblock_absmax_short", 128, {"special-blocks", "special-blocks.group_size-16"},
+      {"mutant_coat_perblock_absmax_short", 128,
+       {"special-blocks", "special-blocks.group_size-16", "special-blocks.fp8-e5m2"},
        old_coat_battery(16384, 65536)},
       {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
        old_coat_battery(2048, 8192)},
@@ -347,6 +349,8 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        {"special-blocks.group_size-128", "normal.n16384.seed5.group_size-128"},
        "--input edges --input scaled-edges --input special --input special:n=512 --input normal:n=4096,seed=1 "
        "--input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3 --input tiny-blocks --input special-blocks"},
+      // E5M2 under the GPU's casts (battery_params): a cast through f16 rounds twice
+      {"mutant_coat_act_e5m2_double_round", 16, {"edges.fp8-e5m2"}, old_coat_battery(2048, 8192) + " --input special-blocks"},
       // coat.fake.symm's edges: x / scale on the grid's ties behind a power-of-two block scale
       {"mutant_coat_symm_ties_even", 16, {"edges"},
        "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
@@ -373,7 +377,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 46);
+  CHECK(mutants == 47);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

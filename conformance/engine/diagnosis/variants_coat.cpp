@@ -30,11 +30,23 @@ std::vector<float> fp32_scales(const FormatSpec& f, const Case& e, const nlohman
   return {};
 }
 
+// y rounded to IEEE binary16 (nearest even, Inf past its range, NaN kept) and widened back: the
+// quantum is 2^(e - 10) for y's exponent e, 2^-24 below 2^-14, so y / quantum is exact and one
+// nearbyint (the default rounding, to nearest even) rounds it.
+float through_f16(float y) {
+  if (!std::isfinite(y)) return y;
+  const float a = std::fabs(y);
+  if (a >= 65520.0f) return std::copysign(std::numeric_limits<float>::infinity(), y);
+  const float quantum = std::ldexp(1.0f, (a < 0x1p-14f ? -14 : std::ilogb(a)) - 10);
+  return std::copysign(std::nearbyint(a / quantum) * quantum, y);
+}
+
 // The case quantized again from each group's fp32 scale S as the reference computes it, NaN where the
-// group holds one when keeps_nan, the codes from x * (1/S) when reciprocal (else COAT's division); the
-// stored scale made from S as the reference stores one (bf16 or f32).
+// group holds one when keeps_nan, the codes from x * (1/S) when reciprocal (else COAT's division),
+// cast through binary16 first when via_f16; the stored scale made from S as the reference stores one
+// (bf16 or f32).
 std::optional<Case> requantized_groups(const FormatSpec& f, const Case& e, const nlohmann::json& p, bool keeps_nan,
-                                       bool reciprocal) {
+                                       bool reciprocal, bool via_f16 = false) {
   const Tensor& input = e.require("input");
   const Tensor& old_scale = e.require("scale");
   const Tensor& old_codes = e.require("codes");
@@ -52,7 +64,7 @@ std::optional<Case> requantized_groups(const FormatSpec& f, const Case& e, const
     const float x = input.value_as_float(i), g = s[groups.block_of(i)];
     // the reciprocal's NaN is the division's: only the arithmetic differs
     const float y = reciprocal && !std::isnan(x) && !std::isnan(g) ? x * (1.0f / g) : coat_act::div(x, g, division);
-    codes[i] = coat_act::cast_fp8(y, id, casts);
+    codes[i] = coat_act::cast_fp8(via_f16 ? through_f16(y) : y, id, casts);
   }
   Case c = e;
   c.add(Tensor::from_bytes("codes", old_codes.dtype, old_codes.shape, codes));
@@ -156,6 +168,15 @@ void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
                  [spec](const Case& e, const nlohmann::json& p) { return requantized_groups(*spec, e, p, false, true); }});
   out.push_back({"absmax-keeps-nan", "the reference with a group absmax that keeps NaN (torch.amax's rule)",
                  [spec](const Case& e, const nlohmann::json& p) { return requantized_groups(*spec, e, p, true, false); }});
+  // a GPU E5M2 cast made of two roundings, float to f16 to E5M2 (a cast written through __half), where
+  // sm_90's cvt.rn.satfinite.e5m2x2.f32 rounds once; only E5M2 under casts=gpu has it
+  out.push_back({"e5m2-double-rounding",
+                 "the reference with the E5M2 cast through binary16 (x / S rounded to f16, then to E5M2, each to "
+                 "nearest even) where the GPU's cvt.rn.satfinite.e5m2x2.f32 rounds once",
+                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                   if (p.at("fp8") != "e5m2" || p.at("casts") != "gpu") return std::nullopt;
+                   return requantized_groups(*spec, e, p, false, false, true);
+                 }});
 }
 
 }  // namespace lowbit::diagnosis

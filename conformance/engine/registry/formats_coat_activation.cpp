@@ -93,6 +93,11 @@ const char* kProvenance = "NVlabs/COAT 80ec99f coat/activation/real_quantization
 // battery runs the smallest and the largest besides a format's default (per tensor takes 16 only).
 constexpr std::size_t kSmallestGroup = 16, kLargestGroup = 128;
 
+// The battery's other parameter value (FormatSpec::battery_params): E5M2 codes under the GPU's casts,
+// COAT's format for gradients (its golden cases of E5M2 carry the interpreter's casts, so nothing
+// else holds a kernel's GPU E5M2 cast to the reference: a cast through f16 would pass).
+std::vector<nlohmann::json> e5m2_runs() { return {{{"fp8", "e5m2"}}}; }
+
 // The schema's pieces: a 2-D input, FP8 codes (E4M3 or E5M2 by the fp8 parameter) of its shape or
 // its transpose's, and a scale (bf16 or float32 by scale_dtype) with one entry per group or tile.
 TensorSpec matrix_input() { return {"input", {.dtypes = {DType::F32, DType::BF16}, .shape = any_shape(2)}}; }
@@ -209,6 +214,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.battery_block_sizes = {kLargestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
+    f.battery_params = e5m2_runs();
     out.push_back(std::move(f));
   }
   {
@@ -247,6 +253,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.input_tile = [](const nlohmann::json&) { return InputTile{32, 64, "M % 32 == 0 and N % 64 == 0 (group_size 16)"}; };
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
+    f.battery_params = e5m2_runs();
     out.push_back(std::move(f));
   }
   {
@@ -277,6 +284,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.battery_block_sizes = {kLargestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, false); };
+    f.battery_params = e5m2_runs();
     out.push_back(std::move(f));
   }
   {
@@ -303,6 +311,7 @@ void register_coat_activation_formats(std::vector<FormatSpec>& out) {
     f.battery_block_sizes = {kSmallestGroup};
     f.explain = act_code_explainer;
     f.edge_inputs = [](const nlohmann::json& p) { return group_edges(p, true); };
+    f.battery_params = e5m2_runs();
     out.push_back(std::move(f));
   }
 }
