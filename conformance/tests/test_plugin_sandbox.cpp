@@ -37,14 +37,24 @@ std::vector<int> numbers_after(const std::string& text, const std::string& word)
   return found;
 }
 
+// /proc/PID/stat's text, or "" once the process is gone: a process that exits between the open and
+// the read makes libstdc++'s filebuf throw (read() fails with ESRCH), which is "gone", not an error.
+std::string proc_stat(const std::filesystem::path& stat_file) {
+  try {
+    std::ifstream in(stat_file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return "";
+  }
+}
+
 // Processes (not zombies) whose process group is `group`, from /proc.
 std::vector<int> members_of(int group) {
   std::vector<int> found;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string stat = proc_stat(entry.path() / "stat");
     const auto close = stat.rfind(')');
     if (close == std::string::npos) continue;
     std::istringstream rest(stat.substr(close + 2));
@@ -57,8 +67,7 @@ std::vector<int> members_of(int group) {
 }
 
 bool alive(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string stat = proc_stat("/proc/" + std::to_string(pid) + "/stat");
   const auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z' && stat[close + 2] != 'X';
 }
@@ -178,9 +187,15 @@ TEST_CASE("golden generate --kernel: a kernel planting MANIFEST.json entries in 
   }
   SUBCASE("an entry written into the manifest while the kernel runs, without its file, stops the publication") {
     std::filesystem::create_directories(out);
-    const Run r = run_shell("LOWBIT_TEST_SLEEP_MS=1500 " + std::string(LOWBIT_CLI) + " golden generate --kernel " +
+    // the entry is written while the kernel sleeps: once one child of lowbit has lived 0.3 s (lowbit
+    // also starts short-lived children, one to read the plugin's table before the manifest is read; a
+    // fixed 0.7 s delay raced a loaded machine's start-up: the entry landed before lowbit read the folder)
+    const Run r = run_shell("LOWBIT_TEST_SLEEP_MS=4000 " + std::string(LOWBIT_CLI) + " golden generate --kernel " +
                             plugin("hostile_plants") + " --format torchao.fp8 --input normal:n=256 --out '" + out +
-                            "' > '" + dir / "log" + "' 2>&1 & L=$!; sleep 0.7; printf '%s' '{\"files\": [{\"format\": \"torchao.fp8\", " +
+                            "' > '" + dir / "log" + "' 2>&1 & L=$!; i=0; prev=; same=0; while [ $i -lt 1200 ] && [ $same -lt 6 ]; " +
+                            "do c=$(cat /proc/$L/task/*/children 2>/dev/null | tr -d ' '); " +
+                            "if [ -n \"$c\" ] && [ \"$c\" = \"$prev\" ]; then same=$((same+1)); else same=0; prev=$c; fi; " +
+                            "i=$((i+1)); sleep 0.05; done; printf '%s' '{\"files\": [{\"format\": \"torchao.fp8\", " +
                             "\"function\": \"f\", \"generator\": \"g\", \"path\": \"torchao.fp8/planted.safetensors\", \"sha256\": " +
                             "\"" + std::string(64, '0') + "\", \"size\": 1, \"source\": \"s\"}]}' > '" + out +
                             "/MANIFEST.json'; wait $L; echo \"exit $?\"; cat '" + dir / "log" + "'");
