@@ -1,8 +1,8 @@
 #pragma once
 // For coat.optim.expand.e4m3 mutants: the new moments recomputed from the case's inputs as the
 // reference computes them (the update is not the bug), then each group of 128 requantized with a
-// changed k or centre (the bug). The new parameter is the reference's: it uses the unquantized
-// moments, so a bug in the requantization cannot reach it.
+// changed k or centre, or another group minimum (the bug). The new parameter is the reference's: it
+// uses the unquantized moments, so a bug in the requantization cannot reach it.
 #include <cfloat>
 #include <cmath>
 #include <functional>
@@ -21,6 +21,8 @@ struct KAndCentre {
   float expand, centre;
 };
 using KAndCentreFn = std::function<KAndCentre(float a, float b, int expand_min)>;
+// The group's max and min of |x| as the mutant finds them (the reference's shuffle trees by default).
+using StatsFn = std::function<lowbit::coat::GroupStats(std::span<const float> values)>;
 
 // The reference's k = floor(log2f(100352) / log2f(A / B) * E) / E, for the mutant that keeps it.
 inline float reference_k(float a, float b, int expand_min) {
@@ -28,10 +30,19 @@ inline float reference_k(float a, float b, int expand_min) {
   return lowbit::cuda::canonical(std::floor((lowbit::cuda::log2f(100352.0f) / lowbit::cuda::log2f(a / b)) * e) / e);
 }
 
+// The reference's k and centre, for the mutants whose bug is in the group statistics.
+inline KAndCentre reference_k_and_centre(float a, float b, int expand_min) {
+  return {reference_k(a, b, expand_min), std::sqrt(a) * std::sqrt(b)};
+}
+
+inline lowbit::coat::GroupStats reference_stats(std::span<const float> values) {
+  return lowbit::coat::expand_group_stats(values);
+}
+
 inline lowbit::coat::QuantizedGroup mutant_group(std::span<const float> values, int expand_min, bool second,
-                                                 const KAndCentreFn& k_and_centre) {
+                                                 const KAndCentreFn& k_and_centre, const StatsFn& stats) {
   using lowbit::cuda::canonical;
-  const lowbit::coat::GroupStats st = lowbit::coat::expand_group_stats(values);
+  const lowbit::coat::GroupStats st = stats(values);
   const auto a = static_cast<float>(static_cast<double>(st.max) + 1e-30);
   const auto b = static_cast<float>(static_cast<double>(st.min) + 1e-30);
   const KAndCentre kc = k_and_centre(a, b, expand_min);
@@ -45,7 +56,8 @@ inline lowbit::coat::QuantizedGroup mutant_group(std::span<const float> values, 
   return q;
 }
 
-inline void requantize_coat_expand(lowbit::Case& done, const nlohmann::json& params, const KAndCentreFn& k_and_centre) {
+inline void requantize_coat_expand(lowbit::Case& done, const nlohmann::json& params, const KAndCentreFn& k_and_centre,
+                                   const StatsFn& stats = reference_stats) {
   using namespace lowbit;
   using cuda::canonical;
   const auto beta1 = static_cast<float>(params.at("beta1").get<double>());
@@ -77,7 +89,7 @@ inline void requantize_coat_expand(lowbit::Case& done, const nlohmann::json& par
   for (int k = 0; k < 2; ++k) {
     for (std::size_t begin = 0, g = 0; begin < n; begin += coat::kGroup, ++g) {
       const std::span<const float> group(updated[k].data() + begin, std::min(coat::kGroup, n - begin));
-      const coat::QuantizedGroup q = mutant_group(group, expand_min, k == 1, k_and_centre);
+      const coat::QuantizedGroup q = mutant_group(group, expand_min, k == 1, k_and_centre, stats);
       std::copy(q.codes.begin(), q.codes.end(), codes[k].begin() + static_cast<std::ptrdiff_t>(begin));
       scale[k][g] = q.scale;
       expand[k][g] = q.expand;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -56,6 +57,17 @@ inline SplitRun run_shell_split(const std::string& command) {
   SplitRun split{r.code, slurp(out_file), r.output};
   std::filesystem::remove(out_file);
   return split;
+}
+
+// The cases of a verify run's output that did not conform ("MISMATCH edges: ..." -> "edges").
+inline std::set<std::string> failing_cases(const std::string& output) {
+  std::set<std::string> out;
+  std::size_t at = 0;
+  while ((at = output.find("MISMATCH ", at)) != std::string::npos) {
+    at += 9;
+    out.insert(output.substr(at, output.find(':', at) - at));
+  }
+  return out;
 }
 
 inline std::size_t count_lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }

@@ -91,10 +91,19 @@ Moment fresh_moment(std::size_t n, bool expansion) {
   return m;
 }
 
-GroupStats expand_group_stats(std::span<const float> values) {
+GroupStats expand_group_stats(std::span<const float> values) { return expand_group_stats(values, ExpandRule{}); }
+
+// Reference: COAT 80ec99f fp8_adamw_expand_cuda_kernel.cu lines 71-146 (exact_min: a plain loop instead).
+GroupStats expand_group_stats(std::span<const float> values, const ExpandRule& rule) {
   check_group(values);
+  const float max = block_tree(values, 0.0f, 0.0f, combine_max, true);
+  if (rule.exact_min) {
+    float min = kBlockFillMin;
+    for (float x : values) min = combine_min(min, x);
+    return {max, min};
+  }
   // padding threads: max 0, min FLT_MAX; warp 0's lanes 4-31 at block level: max 0, min 1e9
-  return {block_tree(values, 0.0f, 0.0f, combine_max, true), block_tree(values, FLT_MAX, kBlockFillMin, combine_min, true)};
+  return {max, block_tree(values, FLT_MAX, rule.fill_flt_max ? FLT_MAX : kBlockFillMin, combine_min, true)};
 }
 
 float origin_group_max(std::span<const float> values) {
@@ -114,14 +123,16 @@ QuantizedGroup origin_quantize_group(std::span<const float> values) {
 }
 
 QuantizedGroup expand_quantize_group(std::span<const float> values, int expand_min, bool second, const ExpandRule& rule) {
-  const GroupStats st = expand_group_stats(values);
+  const GroupStats st = expand_group_stats(values, rule);
   const float a = add_in_double(st.max, 1e-30), b = add_in_double(st.min, 1e-30);
   const float ratio = a / b;
   QuantizedGroup q;
   q.centre = rule.centre_of_product ? std::sqrt(a * b) : std::sqrt(a) * std::sqrt(b);
   const auto e = static_cast<float>(expand_min);
-  const float k = cuda::log2f(kRatioUpperBound) / cuda::log2f(ratio);
+  const float log_ratio = rule.log_difference ? cuda::log2f(a) - cuda::log2f(b) : cuda::log2f(ratio);
+  const float k = cuda::log2f(kRatioUpperBound) / log_ratio;
   q.expand = canonical(rule.floor_k ? std::floor(k * e) / e : k);
+  if (rule.unit_ratio_k_one && log_ratio == 0.0f) q.expand = 1.0f;
   q.scale = canonical(cuda::powf(canonical(a / q.centre), q.expand) / kFp8Max);
   q.codes.reserve(values.size());
   for (float x : values) q.codes.push_back(e4m3(expand_prequantized(x, q, second)));

@@ -164,6 +164,8 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
   if (f.fresh_state) {
     const nlohmann::json& own = f.default_params;
     std::vector<InputRun> runs = {{"normal:n=4096,seed=1,std=0.5", own}, {"adam-v:n=4096,seed=2", own}};
+    // an optimizer's own decision points (COAT's: zeros, groups of one magnitude, a partial group)
+    if (f.edge_inputs) runs.push_back({"edges", own});
     if (own.contains("weight_decay") && own.at("weight_decay").get<double>() == 0.0) {
       nlohmann::json decayed = own;
       decayed["weight_decay"] = 0.01;

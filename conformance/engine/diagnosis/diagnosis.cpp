@@ -93,6 +93,7 @@ std::vector<KnownVariant> known_variants(const FormatSpec& f) {
   diagnosis::add_codebook_variants(f, out);
   diagnosis::add_bnb_variants(f, out);
   diagnosis::add_coat_variants(f, out);
+  diagnosis::add_coat_optimizer_variants(f, out);
   diagnosis::add_coat_group_variants(f, out);
   diagnosis::add_optimizer_variants(f, out);
   diagnosis::add_coat_symm_variants(f, out);

@@ -61,6 +61,7 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out);
 void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out);       // bnb.blockwise8's blocks
 void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out);      // coat.act.pergroup, coat.act.perblock
 void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // their group reductions
+void add_coat_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // COAT's AdamW launches
 void add_optimizer_variants(const FormatSpec& f, std::vector<KnownVariant>& out);  // optimizer steps, CPU and CUDA
 void add_coat_symm_variants(const FormatSpec& f, std::vector<KnownVariant>& out);   // coat.fake.symm's tie rule
 void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out);     // another value of a parameter

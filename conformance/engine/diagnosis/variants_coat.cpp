@@ -4,13 +4,11 @@
 // own: its stored scale when run with scale_dtype f32. COAT's division and cast rules are variants of
 // the parameters division and casts (variants_params.cpp). The transposed one
 // (coat.act.pergroup.transposed): y_t as y's transpose. The fake quantizer (coat.fake.symm): a block
-// absmax that skips NaN. The expansion optimizer (coat.optim.expand.e4m3): the reference's launch
-// with another k or centre rule (coat::ExpandRule).
+// absmax that skips NaN. (The optimizer's: variants_coat_optimizer.cpp.)
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "../registry/coat_optimizer_run.hpp"
 #include "../registry/formats_optimizer_io.hpp"
 #include "lowbit/coat_activation.hpp"
 #include "lowbit/coat_fake.hpp"
@@ -130,26 +128,9 @@ std::optional<Case> transpose_of_rows(const Case& e) {
   return c;
 }
 
-// coat.optim.expand.e4m3: the reference's launch on the case's state with the expansion's k or centre
-// formed otherwise; param.next and the first moment's update stay the reference's.
-void add_expand_variants(std::vector<KnownVariant>& out) {
-  const auto rule = [&out](std::string name, std::string description, coat::ExpandRule r) {
-    out.push_back({std::move(name), std::move(description), [r](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
-                     return with_outputs(e, run_coat_adamw(e, p, true, r));
-                   }});
-  };
-  rule("centre-sqrt-of-product",
-       "the reference with the group centre sqrt(A B) for sqrt(A) sqrt(B) (COAT's expansion kernel before 715c162)",
-       {.floor_k = true, .centre_of_product = true});
-  rule("k-not-floored",
-       "the reference with k = log2f(100352) / log2f(A / B) as it comes, not floored to a multiple of 1/expand_min",
-       {.floor_k = false, .centre_of_product = false});
-}
-
 }  // namespace
 
 void add_coat_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
-  if (f.name == "coat.optim.expand.e4m3") return add_expand_variants(out);
   if (f.name == "coat.fake.symm") {
     out.push_back({"block-absmax-ignores-nan", "the reference with a block absmax that skips NaN where torch.amax keeps it",
                    symm_absmax_ignoring_nan});

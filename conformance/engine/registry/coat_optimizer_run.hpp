@@ -1,7 +1,7 @@
 #pragma once
 // One COAT FP8 AdamW launch on a case's state, as the registry's coat.optim.origin.e4m3 and
 // coat.optim.expand.e4m3 run it (formats_coat_optimizer.cpp), with the expansion's k and centre rule
-// as the diagnosis's knob (diagnosis/variants_coat.cpp): the reference's outputs under another rule.
+// as the diagnosis's knob (diagnosis/variants_coat_optimizer.cpp): the reference's outputs under another rule.
 #include <nlohmann/json.hpp>
 #include <vector>
 

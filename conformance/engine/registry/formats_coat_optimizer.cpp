@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "coat_optimizer_edges.hpp"
 #include "coat_optimizer_run.hpp"
 #include "lowbit/coat_optimizer.hpp"
 #include "lowbit/formats.hpp"
@@ -118,6 +119,9 @@ FormatSpec coat_adamw_format(bool expansion) {
                                    : coat::origin_dequantize(g.codes[i], g.scale);
     }
   };
+  // the battery's `edges` run: the groups random gradients never make (zeros, one magnitude, the 1e9
+  // cap, a k boundary) and a partial last group
+  f.edge_inputs = [](const nlohmann::json&) { return coat_optimizer_edges(); };
   f.round_trip_blocks = {coat::kGroup, coat::kGroup, false, "n/a (COAT groups are 128)"};
   // one moment's state (exp_avg's and exp_avg_sq's are declared alike)
   f.round_trip_stores = {"exp_avg.codes"};

@@ -49,15 +49,26 @@ struct QuantizedGroup {
 // is modelled as one addition; it only matters for max < 2^-42 (origin_race_sensitive).
 QuantizedGroup origin_quantize_group(std::span<const float> values);
 bool origin_race_sensitive(float group_max);
-// How the expansion kernel forms a group's k and centre: the kernel's (the default), or one of two
-// known departures from it that the diagnosis of a failing kernel tries (docs/verifying-a-kernel.md).
+// How the expansion kernel forms a group's minimum, k and centre: the kernel's (the default), or one of
+// the known departures from it that the diagnosis of a failing kernel tries (docs/verifying-a-kernel.md).
 struct ExpandRule {
   // false: k = log2f(100352) / log2f(R) as it comes (the README's unrounded k), not floored to 1/E
   bool floor_k = true;
   // true: c = sqrt(A B), the kernel's centre before COAT 715c162 ("fix numerical issue of FP8 Optimizer
   // States": b8f6be3 fp8_adamw_expand_cuda_kernel.cu line 149), where it now computes sqrt(A) sqrt(B)
   bool centre_of_product = false;
+  // true: the group minimum is the smallest nonzero |x| (capped at 1e9), as a plain loop finds it, where
+  // the kernel's shuffle tree misses what a zero hides (docs/formats/coat-optimizer.md "Zeros hide subtrees")
+  bool exact_min = false;
+  // true: lanes 4-31 of warp 0 hold FLT_MAX in the block-level minimum, where the kernel's 1e9 caps it
+  bool fill_flt_max = false;
+  // true: k = 1 where log2f(R) is 0 (R == 1: one magnitude), where the kernel divides by it (+inf)
+  bool unit_ratio_k_one = false;
+  // true: log2f(R) computed as log2f(A) - log2f(B)
+  bool log_difference = false;
 };
+// expand_group_stats under a rule's minimum (exact_min, fill_flt_max); the kernel's for the default rule.
+GroupStats expand_group_stats(std::span<const float> values, const ExpandRule& rule);
 
 // Reference: COAT 80ec99f fp8_adamw_expand_cuda_kernel.cu lines 148-201: A, B = max, min + 1e-30 (in
 // double), R = A / B, c = sqrt(A) sqrt(B), k = floor(log2f(100352) / log2f(R) * E) / E, codes =
