@@ -56,7 +56,7 @@ std::string plugin(const std::string& name) { return std::string(LOWBIT_PLUGIN_D
 TEST_CASE("COAT's optimizer edges: zeros that hide the minimum, one magnitude, the 1e9 cap, a step of k, a partial group") {
   const std::vector<float> x = edges_of("coat.optim.expand.e4m3");
   CHECK(x == edges_of("coat.optim.origin.e4m3"));
-  REQUIRE(x.size() == 8 * 128 + 50);  // a partial last group of 50
+  REQUIRE(x.size() == 9 * 128 + 50);  // a partial last group of 50
   // 0: one zero, at lane 1; the smallest magnitude at lane 3, which lane 1 hides
   const Lanes g0 = lanes_of(x, 0);
   CHECK(g0.zeros == std::set<std::size_t>{1});
@@ -82,18 +82,23 @@ TEST_CASE("COAT's optimizer edges: zeros that hide the minimum, one magnitude, t
     CHECK(std::fabs(w1 * x[i]) >= 1e9f);
     CHECK(x[i] * (w2 * x[i]) >= 1e9f);
   }
-  // 7: [B, A x 127]: the exact log2(100352) / log2(A / B) * 16 of the first moment's A and B (each
-  // + 1e-30 in double, as the kernel adds) lies within 1e-6 of a whole number, not on it: where
-  // log2f's last bit moves floor(k * 16)
-  const auto moment = [&](std::size_t i) { return static_cast<float>(static_cast<double>(w1 * x[i]) + 1e-30); };
-  for (std::size_t i = 7 * 128 + 1; i < 8 * 128; ++i) REQUIRE(x[i] == x[7 * 128 + 1]);
-  const long double a = moment(7 * 128 + 1), b = moment(7 * 128);
-  const long double q = std::log2(100352.0L) / std::log2(a / b) * 16;
-  CAPTURE(static_cast<double>(q));
-  CHECK(std::fabs(q - std::round(q)) < 1e-6L);
-  CHECK(q != std::round(q));
+  // 7, 8: [B, A x 127]: the exact log2(100352) / log2(A / B) * 16 of the first moment's A and B (group
+  // 7) and the second moment's (group 8), each + 1e-30 in double as the kernel adds, lies within 1e-6
+  // of a whole number, not on it: where log2f's last bits move floor(k * 16)
+  const auto first = [&](std::size_t i) { return static_cast<float>(static_cast<double>(w1 * x[i]) + 1e-30); };
+  const auto second = [&](std::size_t i) { return static_cast<float>(static_cast<double>(x[i] * (w2 * x[i])) + 1e-30); };
+  for (std::size_t group : {7u, 8u}) {
+    CAPTURE(group);
+    const std::size_t at = group * 128;
+    for (std::size_t i = at + 1; i < at + 128; ++i) REQUIRE(x[i] == x[at + 1]);
+    const long double a = group == 7 ? first(at + 1) : second(at + 1), b = group == 7 ? first(at) : second(at);
+    const long double q = std::log2(100352.0L) / std::log2(a / b) * 16;
+    CAPTURE(static_cast<double>(q));
+    CHECK(std::fabs(q - std::round(q)) < 1e-6L);
+    CHECK(q != std::round(q));
+  }
   // the tail: ordinary values, none zero
-  for (std::size_t i = 8 * 128; i < x.size(); ++i) CHECK(std::fabs(x[i]) >= 0.05f);
+  for (std::size_t i = 9 * 128; i < x.size(); ++i) CHECK(std::fabs(x[i]) >= 0.05f);
 }
 
 TEST_CASE("the default battery of COAT's optimizers runs its edges, none skipped") {
@@ -132,7 +137,7 @@ TEST_CASE("each COAT optimizer mutant of the edges passes the battery before the
                           Mutant{"mutant_coat_expand_min_exact", every_step},     // groups 0 and 1
                           Mutant{"mutant_coat_expand_unit_ratio_k_one", every_step},  // groups 2-4
                           Mutant{"mutant_coat_expand_min_fill_flt_max", every_step},  // group 6
-                          // group 7: the first step's first moment only (later steps move A and B)
+                          // groups 7 and 8: the first step only (later steps move A and B)
                           Mutant{"mutant_coat_expand_log_difference", {"edges.step1"}}}) {
     CAPTURE(m.library);
     const Run before = lowbit_cli("verify --kernel " + plugin(m.library) + " " + old);

@@ -37,9 +37,11 @@ std::vector<float> coat_optimizer_edges() {
   // 6: gradients of 2e10 .. 4e10: both moments above the 1e9 the block-level minimum's idle lanes hold
   for (std::size_t lane = 0; lane < g; ++lane)
     group(6)[static_cast<std::ptrdiff_t>(lane)] = (lane % 2 ? -1.0f : 1.0f) * (2e10f + 1.5e8f * static_cast<float>(lane));
-  // 7: the k boundary: [small, large x 127]
+  // 7, 8: the k boundaries, the first moment's and the second's: [small, large x 127]
   std::fill(group(7), group(8), kCoatEdgeRatioLarge);
   group(7)[0] = kCoatEdgeRatioSmall;
+  std::fill(group(8), group(9), kCoatEdgeSquareRatioLarge);
+  group(8)[0] = kCoatEdgeSquareRatioSmall;
   return x;
 }
 
