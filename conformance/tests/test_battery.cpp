@@ -7,7 +7,9 @@
 // test_verify's (the mutants).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <span>
 #include <limits>
 #include <set>
 #include <sstream>
@@ -247,6 +249,37 @@ TEST_CASE("coat.fake.symm's edges: blocks led by 1.75 of scale 2^-8, x / scale o
       for (float s : t.f32()) REQUIRE(s == 0x1p-8f);
 }
 
+TEST_CASE("nan-tiles: groups and tiles led by a NaN that hold numbers, groups of NaNs alone after a first group of numbers") {
+  // per tensor (32 x 64 tiles, 1 x 16 groups): the tensor's first group is a number's scale, a later one all NaN
+  const std::vector<float> t = inputs_of("coat.act.pertensor.groupscale", "nan-tiles");
+  REQUIRE(t.size() == 3u * 32 * 64);
+  const auto group = [&t](std::size_t g) { return std::span<const float>(t).subspan(16 * g, 16); };
+  const auto numbers = [](std::span<const float> v) { return std::count_if(v.begin(), v.end(), [](float x) { return !std::isnan(x); }); };
+  CHECK(std::isnan(group(0)[0]));
+  CHECK(numbers(group(0)) == 15);
+  std::size_t all_nan_after_first = 0, nan_led_with_numbers = 0, nan_last_led_by_number = 0;
+  for (std::size_t g = 1; g < t.size() / 16; ++g) {
+    all_nan_after_first += numbers(group(g)) == 0;
+    nan_led_with_numbers += std::isnan(group(g)[0]) && numbers(group(g)) > 0;
+    nan_last_led_by_number += !std::isnan(group(g)[0]) && std::isnan(group(g)[15]);
+  }
+  CHECK(all_nan_after_first >= 4);
+  CHECK(nan_led_with_numbers >= 4);
+  CHECK(nan_last_led_by_number >= 4);
+  // per block (128 x 128 tiles, one tile each): every tile holds numbers; the first is led by a NaN,
+  // the last holds NaNs but not in its first element
+  const std::vector<float> b = inputs_of("coat.act.perblock", "nan-tiles");
+  REQUIRE(b.size() == 3u * 128 * 128);
+  for (std::size_t k = 0; k < 3; ++k) CHECK(numbers(std::span<const float>(b).subspan(k * 128 * 128, 128 * 128)) > 0);
+  CHECK(std::isnan(b[0]));
+  CHECK(!std::isnan(b[2 * 128 * 128]));
+  CHECK(std::isnan(b[2 * 128 * 128 + 127]));
+  // not a group quantizer: refused with the spec named
+  CHECK_THROWS_WITH_AS(inputs_of("coat.fake.symm", "nan-tiles"),
+                       "input spec 'nan-tiles': nan-tiles needs a 2-D group quantizer (COAT's coat.act.*) (coat.fake.symm is not one)",
+                       std::invalid_argument);
+}
+
 TEST_CASE("the default battery of COAT's 2-D formats runs special-blocks and the other group sizes, none skipped") {
   for (const char* format : {"coat.act.pergroup", "coat.act.pertensor.groupscale", "coat.act.pergroup.transposed",
                              "coat.act.perblock", "coat.fake.symm"}) {
@@ -254,6 +287,7 @@ TEST_CASE("the default battery of COAT's 2-D formats runs special-blocks and the
     const FormatSpec& f = *find_format(format);
     const std::set<std::string> stems = battery_stems(f);
     CHECK(stems.count("special-blocks"));
+    CHECK(stems.count("nan-tiles") == (std::string(format).starts_with("coat.act.") ? 1u : 0u));
     for (std::size_t qb : f.battery_block_sizes) {
       CHECK(stems.count("edges.group_size-" + std::to_string(qb)));
       CHECK(stems.count("special-blocks.group_size-" + std::to_string(qb)));
@@ -325,12 +359,13 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        {"edges" + unsigned_map, "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
       // COAT's group quantizers: groups of one special value as whole tiles, a tile ending on its
       // maximum, the other group sizes COAT builds (16 and 128)
-      {"mutant_coat_act_all_nan_scale", 16, {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"}, old_coat_battery(2048, 8192)},
+      {"mutant_coat_act_all_nan_scale", 16,
+       {"special-blocks", "nan-tiles", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"}, old_coat_battery(2048, 8192)},
       {"mutant_coat_act_zero_group_codes_zero", 16,
        {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"},
        old_coat_battery(2048, 8192)},
       {"mutant_coat_perblock_absmax_short", 128,
-       {"special-blocks", "special-blocks.group_size-16", "special-blocks.fp8-e5m2"},
+       {"special-blocks", "nan-tiles", "special-blocks.group_size-16", "special-blocks.fp8-e5m2"},
        old_coat_battery(16384, 65536)},
       {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
        old_coat_battery(2048, 8192)},
@@ -340,6 +375,9 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
        "--input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3 --input tiny-blocks --input special-blocks"},
       // E5M2 under the GPU's casts (battery_params): a cast through f16 rounds twice
       {"mutant_coat_act_e5m2_double_round", 16, {"edges.fp8-e5m2"}, old_coat_battery(2048, 8192) + " --input special-blocks"},
+      // nan-tiles: groups of NaNs alone after a first group of numbers, tiles led by a NaN holding numbers
+      {"mutant_coat_pertensor_max_first_group", 16, {"nan-tiles"}, old_coat_battery(2048, 8192) + " --input special-blocks"},
+      {"mutant_coat_perblock_absmax_led_by_nan", 128, {"nan-tiles"}, old_coat_battery(16384, 65536) + " --input special-blocks"},
       // coat.fake.symm's edges: x / scale on the grid's ties behind a power-of-two block scale
       {"mutant_coat_symm_ties_even", 16, {"edges"},
        "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
@@ -366,7 +404,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 52);
+  CHECK(mutants == 54);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

@@ -368,7 +368,7 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges\n"
-                  "table-edges tiny-blocks special-blocks (docs/verifying-a-kernel.md#what-the-battery-reaches);\n"
+                  "table-edges tiny-blocks special-blocks nan-tiles (docs/verifying-a-kernel.md#what-the-battery-reaches);\n"
                   "all take n (default 4096) and seed (default 1); file:PATH[:TENSOR] takes your own tensor from a\n"
                   "safetensors file (shape kept; optimizers: its param and grad). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");

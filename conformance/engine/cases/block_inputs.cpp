@@ -1,6 +1,7 @@
 #include "lowbit/block_inputs.hpp"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -68,6 +69,33 @@ std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& forma
       out.push_back((k % 2 ? -1.0f : 1.0f) * (0.25f + static_cast<float>(k) / static_cast<float>(tail)));
     out.push_back(1.7f);
   }
+  return out;
+}
+
+std::vector<float> nan_tiles(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
+  if (!format.input_tile || !params.contains("group_size"))
+    throw std::invalid_argument("input spec '" + spec.text + "': nan-tiles needs a 2-D group quantizer (COAT's coat.act.*)" +
+                                (format.name.empty() ? std::string() : " (" + format.name + " is not one)"));
+  const std::size_t qb = positive_size_param(params, "group_size");
+  const InputTile t = format.input_tile(params);
+  const auto rows = static_cast<std::size_t>(t.rows), cols = static_cast<std::size_t>(t.cols), area = rows * cols;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // NaN at (r, c) of each tile: A leads every row group with a NaN and makes row 1 all NaN (groups of
+  // NaNs alone that are not the tensor's first, whose first group is a number); B the same down the
+  // columns (x^T's groups of the transposed kernel); C ends every row group on a NaN (led by a number)
+  const std::function<bool(std::size_t, std::size_t)> nan_at[] = {
+      [qb](std::size_t r, std::size_t c) { return c % qb == 0 || r == 1; },
+      [qb](std::size_t r, std::size_t c) { return r % qb == 0 || c == 1; },
+      [qb](std::size_t, std::size_t c) { return c % qb == qb - 1; },
+  };
+  std::vector<float> out;
+  out.reserve(3 * area);
+  for (const auto& is_nan : nan_at)
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) {
+        const std::size_t k = r * cols + c;  // rising magnitudes of both signs, as special-blocks' last tile
+        out.push_back(is_nan(r, c) ? nan : (k % 2 ? -1.0f : 1.0f) * (0.25f + static_cast<float>(k) / static_cast<float>(area)));
+      }
   return out;
 }
 

@@ -212,6 +212,9 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
   if (f.table_edge_inputs) push("table-edges");
   if (f.edge_inputs && !block_param.empty()) push("tiny-blocks");
   if (!block_param.empty() || f.input_tile) push("special-blocks");
+  // a 2-D group quantizer's NaN-led groups and tiles holding numbers, groups of NaNs alone after a
+  // first group of numbers (block_inputs.hpp's nan_tiles)
+  if (f.input_tile && defaults.contains("group_size")) push("nan-tiles");
   // the other block sizes the library takes: its boundaries, its special blocks and a random input
   // (a 2-D format's of whole tiles of that size, one at least)
   for (std::size_t block : f.battery_block_sizes) {

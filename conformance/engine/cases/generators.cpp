@@ -26,6 +26,7 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"special", {"n", "seed"}},                     {"edges", {"n", "seed"}},
       {"scaled-edges", {"n", "seed"}},                {"table-edges", {"n", "seed"}},
       {"tiny-blocks", {"n", "seed"}},                 {"special-blocks", {"n", "seed"}},
+      {"nan-tiles", {"n", "seed"}},
       {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
   };
   return keys;
@@ -217,6 +218,7 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
   }
   if (spec.kind == "tiny-blocks") return cycled(tiny_blocks(spec, format, params), spec);
   if (spec.kind == "special-blocks") return cycled(special_blocks(spec, format, params), spec);
+  if (spec.kind == "nan-tiles") return cycled(nan_tiles(spec, format, params), spec);
   if (spec.kind == "special") {
     std::vector<float> v = cycled(special_values(), spec);
     v.resize(v.size() + special_padding(spec, format, params), 0.0f);

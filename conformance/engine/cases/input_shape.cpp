@@ -8,7 +8,7 @@ namespace lowbit {
 namespace {
 
 bool fixed_list(const InputSpec& spec) {
-  for (const char* kind : {"special", "edges", "scaled-edges", "table-edges", "tiny-blocks", "special-blocks"})
+  for (const char* kind : {"special", "edges", "scaled-edges", "table-edges", "tiny-blocks", "special-blocks", "nan-tiles"})
     if (spec.kind == kind) return !spec.args.count("n");
   return false;
 }

@@ -7,13 +7,17 @@
 // it skips made NaN (which COAT's absmax ignores), the first of a NaN group made 0; those elements'
 // codes are then made again from their own value and the variant's fp32 scale. The NaN slips (a group
 // absmax that keeps NaN, one started from 0) apply to the per-tensor kernel's 1 x 16 groups
-// (coat.act.pertensor.groupscale) and to both sides of the transposed one too, which reduce alike.
+// (coat.act.pertensor.groupscale) and to both sides of the transposed one too, which reduce alike, as
+// does a fold from the first |x| with > (a group led by a NaN keeps it). Per tensor, the tensor scale
+// as a running maximum from the first group's scale (a NaN kept only from the first group).
 #include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
 
+#include "../registry/formats_optimizer_io.hpp"
 #include "lowbit/coat_activation.hpp"
+#include "lowbit/float_bits.hpp"
 #include "variants.hpp"
 
 namespace lowbit::diagnosis {
@@ -176,6 +180,40 @@ std::optional<float> from_zero(std::span<const float> group, std::size_t place) 
   return 0.0f;
 }
 
+// a reduction folded from the first |x| with a > comparison: a group led by a NaN keeps it (no number
+// compares greater), one led by a number skips its NaNs as COAT's tl.max does
+std::optional<float> led_by_nan(std::span<const float> group, std::size_t) {
+  if (group.empty() || !std::isnan(group.front())) return std::nullopt;
+  return kSkipped;
+}
+
+// coat.act.pertensor.groupscale with the tensor scale folded from the first group's bf16 scale with a >
+// comparison, so that a NaN group scale is kept only when it is the first, where torch.max propagates
+// any; the codes divided by that scale. nullopt where the fold gives the reference's scale.
+std::optional<Case> tensor_max_from_first_group(const Case& e, const nlohmann::json& p) {
+  const Tensor& input = e.require("input");
+  const Tensor& groups = e.require("group_scale");
+  const Tensor& scale = e.require("scale");
+  const Tensor& codes = e.require("codes");
+  if (groups.element_count() == 0 || scale.element_count() != 1 || codes.bytes.size() != input.element_count())
+    return std::nullopt;
+  float s = groups.value_as_float(0);
+  for (std::size_t g = 1; g < groups.element_count(); ++g)
+    if (groups.value_as_float(g) > s) s = groups.value_as_float(g);
+  if (bits_of(s) == bits_of(scale.value_as_float(0)) || (std::isnan(s) && std::isnan(scale.value_as_float(0))))
+    return std::nullopt;
+  const fp8::FormatId id = fp8::format_from_param(p.at("fp8").get<std::string>(), "fp8");
+  const auto casts = p.at("casts") == "gpu" ? coat_act::Casts::Gpu : coat_act::Casts::TritonInterpreter;
+  const auto division = p.at("division") == "ieee" ? coat_act::Division::Ieee : coat_act::Division::DivFull;
+  std::vector<std::uint8_t> bytes(codes.bytes.size());
+  for (std::size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = coat_act::cast_fp8(coat_act::div(input.value_as_float(i), s, division), id, casts);
+  Case c = e;
+  c.add(Tensor::from_bytes("codes", codes.dtype, codes.shape, bytes));
+  c.add(optimizer_io::narrowed("scale", scale, {s}));  // a group's bf16 scale: exact
+  return c;
+}
+
 // fp8.perblock.e4m3's rule for a zero block on the side's groups: every code of a group whose absmax (COAT's
 // tl.max) is 0 written 0x00; nullopt where no group is zero.
 std::optional<Case> zero_groups_coded_zero(const Case& e, const Side& side) {
@@ -231,6 +269,15 @@ void add_coat_group_variants(const FormatSpec& f, std::vector<KnownVariant>& out
                  "the reference with a group absmax started from 0 (a group of NaNs alone gets the floor's scale "
                  "1e-10 / fp8_max, where COAT's tl.max gives NaN)",
                  per_format(from_zero)});
+  out.push_back({"absmax-led-by-nan",
+                 "the reference with a group absmax folded from its first |x| with a > comparison (a group led by a "
+                 "NaN keeps it, where COAT's tl.max skips NaN)",
+                 per_format(led_by_nan)});
+  if (per_tensor)
+    out.push_back({"tensor-max-from-first-group",
+                   "the reference with the tensor scale folded from the first group's scale with a > comparison (a NaN "
+                   "group scale kept only when it is the first, where torch.max propagates any)",
+                   tensor_max_from_first_group});
   out.push_back({"absmax-misses-last",
                  "the reference with a group absmax over all but the group's last element (a loop bound one short)",
                  per_format(missing_last)});

@@ -28,6 +28,14 @@ inline constexpr float kTinyAbsmaxes[] = {1e-20f, 1.5e-38f, 3.0e-39f, 1e-40f, 4.
 // needs an even count).
 std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
+// Three whole tiles of a 2-D group quantizer (COAT's coat.act.*: input_tile and group_size) of rising
+// numbers with NaNs placed where a group reduction's NaN rules differ (docs/verifying-a-kernel.md,
+// "What the battery reaches"): every row group led by a NaN and row 1 all NaN (groups of NaNs alone
+// after a first group of numbers: a tensor max that keeps only the first group's NaN); the same down
+// the columns (the transposed kernel's x^T groups); every row group ending on a NaN. std::invalid_argument
+// naming the spec for another format.
+std::vector<float> nan_tiles(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
+
 // The values in one input_tile of a 2-D format for the params.
 std::size_t tile_area(const FormatSpec& format, const nlohmann::json& params);
 

@@ -23,7 +23,8 @@ namespace lowbit {
 //   changes, and the cells either side, with their float32 neighbours, under non-power-of-two absmaxes),
 //   tiny-blocks (block-wise formats: the edges under tiny and subnormal absmaxes), special-blocks
 //   (block-wise formats: blocks all NaN, all Inf, all -0.0, +0/-0 mixed, and a last block, partial
-//   where the format allows it, ending on its largest value; lowbit/block_inputs.hpp),
+//   where the format allows it, ending on its largest value; lowbit/block_inputs.hpp), nan-tiles
+//   (COAT's group quantizers: tiles of numbers whose groups are led by a NaN, end on one, or are all NaN),
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below),
 //   file:PATH[:TENSOR] (the user's own tensor from a safetensors file: lowbit/file_input.hpp).
 // Every kind takes n (default 4096) and seed (default 1). special, the edges and the blocks are fixed lists: without
