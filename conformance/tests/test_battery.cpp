@@ -162,7 +162,7 @@ TEST_CASE("special-blocks: all NaN, all Inf, all -0.0, mixed zeros, and a last b
     // coat.act.pergroup.transposed quantizes 1 x 16 groups along the rows and along the columns of
     // 16 x 16 tiles; coat.act.pergroup's tile is 32 x 64 (M % 2QB, N % 4QB)
     for (const auto& [format, rows, cols] : {std::tuple{"coat.act.pergroup.transposed", 16, 16},
-                                             std::tuple{"coat.act.pergroup", 32, 64}, std::tuple{"coat.fake.symm", 1, 16}}) {
+                                             std::tuple{"coat.act.pergroup", 32, 64}, std::tuple{"coat.fake.symm", 1, 32}}) {
       CAPTURE(format);
       const std::vector<float> x = inputs_of(format, "special-blocks");
       const auto area = static_cast<std::size_t>(rows * cols);
@@ -245,6 +245,20 @@ TEST_CASE("coat.fake.symm's edges: blocks led by 1.75 of scale 2^-8, x / scale o
   Case in;
   in.add(Tensor::from_f32("input", {static_cast<std::int64_t>(x.size() / 16), 16}, x));
   for (const Tensor& t : f.run(in, f.default_params, 1))
+    if (t.name == "scale")
+      for (float s : t.f32()) REQUIRE(s == 0x1p-8f);
+  // 4 x 8 blocks (the battery's other shape), two side by side in each 4 x 16 tile: every block led by
+  // 1.75 at its own (0, 0), so that its scale is 2^-8 too
+  nlohmann::json blocks = f.default_params;
+  blocks["row_block"] = 4;
+  blocks["col_block"] = 8;
+  const std::vector<float> y = inputs_of("coat.fake.symm", "edges", blocks);
+  REQUIRE(y.size() % 64 == 0);
+  for (std::size_t r = 0; r < y.size() / 16; r += 4)
+    for (std::size_t c : {0, 8}) CHECK(y[r * 16 + c] == 1.75f);
+  Case four_by_eight;
+  four_by_eight.add(Tensor::from_f32("input", {static_cast<std::int64_t>(y.size() / 16), 16}, y));
+  for (const Tensor& t : f.run(four_by_eight, blocks, 1))
     if (t.name == "scale")
       for (float s : t.f32()) REQUIRE(s == 0x1p-8f);
 }
@@ -331,7 +345,7 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
     std::string old = old_battery(block);  // the battery before the inputs that catch it
   };
   const std::string unsigned_map = ".map-dynamic_unsigned";
-  const std::vector<Mutant> mutants = {
+  std::vector<Mutant> mutants = {
       // the lookup table's cells: division against the reciprocal (subnormal absmaxes too: 1 / a overflows)
       {"mutant_bnb_division", 4096, {"table-edges", "tiny-blocks", "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
       // tiny and subnormal absmaxes
@@ -379,10 +393,15 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_coat_pertensor_max_first_group", 16, {"nan-tiles"}, old_coat_battery(2048, 8192) + " --input special-blocks"},
       {"mutant_coat_perblock_absmax_led_by_nan", 128, {"nan-tiles"}, old_coat_battery(16384, 65536) + " --input special-blocks"},
       // coat.fake.symm's edges: x / scale on the grid's ties behind a power-of-two block scale
-      {"mutant_coat_symm_ties_even", 16, {"edges"},
+      {"mutant_coat_symm_ties_even", 16, {"edges", "edges.col_block-8.row_block-4"},
        "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
        "--input lognormal:n=4096,seed=3 --input special-blocks"},
   };
+  // coat.fake.symm's blocks more than one row high (battery_params 4 x 8), its inputs two blocks across
+  mutants.push_back({"mutant_coat_symm_flat_blocks", 16,
+                     {"edges.col_block-8.row_block-4", "special.col_block-8.row_block-4", "special-blocks.col_block-8.row_block-4"},
+                     "--input edges --input special --input special:n=288 --input normal:n=4096,seed=1 "
+                     "--input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3 --input special-blocks"});
   for (const Mutant& m : mutants) {
     CAPTURE(m.library);
     const Run before = lowbit_cli("verify --kernel " + plugin(m.library) + " --no-golden " + m.old);
@@ -404,7 +423,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 54);
+  CHECK(mutants == 55);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

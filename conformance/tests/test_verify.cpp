@@ -172,7 +172,8 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
   CHECK(generated_input("coat.act.pergroup", "normal:n=8192").require("input").shape == std::vector<std::int64_t>{128, 64});
   CHECK(generated_input("coat.act.perblock", "normal:n=32768").require("input").shape == std::vector<std::int64_t>{256, 128});
   CHECK(generated_input("coat.act.pergroup.transposed", "edges").require("input").shape[1] == 16);
-  CHECK(generated_input("coat.fake.symm", "special:n=288").require("input").shape == std::vector<std::int64_t>{18, 16});
+  // (symm's tile: two of its row_block x col_block blocks side by side)
+  CHECK(generated_input("coat.fake.symm", "special:n=288").require("input").shape == std::vector<std::int64_t>{9, 32});
   // a count that is not whole tiles: the input spec, the tile and the rule named
   CHECK_THROWS_WITH_AS(generated_input("coat.act.pergroup", "normal:n=100"),
                        "input spec 'normal:n=100': coat.act.pergroup takes a 2-D input of whole 32 x 64 tiles (M % 32 == 0 "
@@ -180,7 +181,7 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
                        std::invalid_argument);
   CHECK_THROWS_AS(generated_input("coat.act.perblock", "special:n=20"), std::invalid_argument);
   // symm's edges: blocks of its row_block x col_block tiles, none of 1 x 1 (no room beside the absmax)
-  CHECK(generated_input("coat.fake.symm", "edges").require("input").shape[1] == 16);
+  CHECK(generated_input("coat.fake.symm", "edges").require("input").shape[1] == 32);
   CHECK_THROWS_AS(generated_input("coat.fake.symm", "edges", {{"col_block", 1}}), std::invalid_argument);
   const Run r = lowbit_cli("verify --kernel " + plugin("reference_plugin") + ":reference.coat.act.perblock --input normal:n=4096");
   CHECK(r.code == 2);
@@ -198,7 +199,8 @@ TEST_CASE("2-D formats: generated inputs are whole tiles, one tile wide; the fix
   specs.clear();
   for (const InputRun& run : default_input_runs(*find_format("coat.fake.symm"))) specs.push_back(run.spec);
   CHECK(specs == std::vector<std::string>{"edges", "special", "special:n=288", "normal:n=4096,seed=1",
-                                          "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3", "special-blocks"});
+                                          "outliers:n=4096,seed=2", "lognormal:n=4096,seed=3", "special-blocks", "edges",
+                                          "special", "special-blocks"});  // the last three with 4 x 8 blocks
 }
 
 namespace {

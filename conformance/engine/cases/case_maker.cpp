@@ -235,8 +235,9 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
     nlohmann::json p = f.default_params;
     p.update(values);
     p = with_given(std::move(p));
-    for (const char* spec : {"edges", "table-edges", "tiny-blocks", "special", "special-blocks"})
-      if (std::string(spec) != "table-edges" || f.table_edge_inputs) runs.push_back({spec, p});
+    for (const std::string spec : {"edges", "table-edges", "tiny-blocks", "special", "special-blocks"})
+      if ((spec != "table-edges" || f.table_edge_inputs) && (spec != "tiny-blocks" || !block_param.empty()))
+        runs.push_back({spec, p});
   }
   return runs;
 }

@@ -61,7 +61,9 @@ FormatSpec elementwise(std::string name, std::string description, std::string pr
 // 2 (A + epsilon) / (2 Qp) is 2^-k exactly (epsilon below half A's ulp vanishes): x / scale is the
 // edge itself, so Q meets every tie and threshold of the grid as the element-wise fake quantizer's
 // edges do, now behind the block absmax, the scale and Q * scale. A block is a row_block x col_block
-// tile (one tile wide: a run of its area); a whole axis (-1) takes a row.
+// tile (a whole axis, -1, taken as 1); the generated input's tile is two blocks side by side
+// (symm_tile), so each run of 2 x area values is laid out as the two blocks' rows in the tile's
+// row-major order, every block led by 1.75 at its own (0, 0).
 std::vector<float> symm_edges(const nlohmann::json& p) {
   const fp8::FormatId id = fp8_of(p);
   const float qp = fp8::format_info(id).max_value;
@@ -79,7 +81,27 @@ std::vector<float> symm_edges(const nlohmann::json& p) {
     out.push_back(v * unit);  // exact for every grid edge (a power of two); float32 subnormal specials round
   }
   while (out.size() % area) out.push_back(0.0f);
-  return out;
+  if (p.at("col_block").get<std::int64_t>() < 0) return out;  // a whole row a block: the tile is one block
+  if (out.size() % (2 * area)) out.push_back(1.75f);  // the tile's second block led by its absmax too
+  while (out.size() % (2 * area)) out.push_back(0.0f);
+  // block order -> the tile's row-major order: block 2t + side's element j at row j / cols, column
+  // side * cols + j % cols of tile t
+  const auto cols = static_cast<std::size_t>(extent("col_block"));
+  std::vector<float> tiled(out.size());
+  for (std::size_t k = 0; k < out.size(); ++k) {
+    const std::size_t block = k / area, j = k % area, tile = block / 2, side = block % 2;
+    tiled[tile * 2 * area + (j / cols) * 2 * cols + side * cols + j % cols] = out[k];
+  }
+  return tiled;
+}
+
+// The tile of coat.fake.symm's generated inputs: two row_block x col_block blocks side by side (a whole
+// axis, -1, fits any extent: one row or column), so that a block is not a run of consecutive values
+// once it is more than one row high (a kernel that takes rb * cb consecutive values as a block is seen).
+InputTile symm_tile(const nlohmann::json& p) {
+  const std::int64_t r = extent_param(param_extent_or_whole_axis("row_block"), p);
+  const std::int64_t c = extent_param(param_extent_or_whole_axis("col_block"), p);
+  return InputTile{r < 0 ? 1 : r, c < 0 ? 1 : 2 * c, "row_block divides M and col_block divides N"};
 }
 
 }  // namespace
@@ -125,11 +147,10 @@ void register_coat_fake_formats(std::vector<FormatSpec>& out) {
     f.dequantize = [](const Case& c, const nlohmann::json&) { return c.require("rq").f32(); };
     // generated inputs as whole row_block x col_block tiles (a whole axis, -1, fits any extent)
     f.edge_inputs = symm_edges;
-    f.input_tile = [](const nlohmann::json& p) {
-      const std::int64_t r = extent_param(param_extent_or_whole_axis("row_block"), p);
-      const std::int64_t c = extent_param(param_extent_or_whole_axis("col_block"), p);
-      return InputTile{r < 0 ? 1 : r, c < 0 ? 1 : c, "row_block divides M and col_block divides N"};
-    };
+    f.input_tile = symm_tile;
+    // blocks more than one row high, COAT's 2-D blocks (its golden cases hold 4 x 8 too), on the boundaries,
+    // the special values and blocks: a kernel that takes a block as consecutive values is caught there
+    f.battery_params = {{{"row_block", 4}, {"col_block", 8}}};
     out.push_back(std::move(f));
   }
 }
