@@ -288,7 +288,7 @@ TEST_CASE("nan-tiles: groups and tiles led by a NaN that hold numbers, groups of
   CHECK(std::isnan(b[0]));
   CHECK(!std::isnan(b[2 * 128 * 128]));
   CHECK(std::isnan(b[2 * 128 * 128 + 127]));
-  // not a group quantizer: refused with the spec named
+  // not a group quantizer: refused with the input spec named
   CHECK_THROWS_WITH_AS(inputs_of("coat.fake.symm", "nan-tiles"),
                        "input spec 'nan-tiles': nan-tiles needs a 2-D group quantizer (COAT's coat.act.*) (coat.fake.symm is not one)",
                        std::invalid_argument);

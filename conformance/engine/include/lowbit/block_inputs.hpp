@@ -33,7 +33,7 @@ std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& forma
 // "What the battery reaches"): every row group led by a NaN and row 1 all NaN (groups of NaNs alone
 // after a first group of numbers: a tensor max that keeps only the first group's NaN); the same down
 // the columns (the transposed kernel's x^T groups); every row group ending on a NaN. std::invalid_argument
-// naming the spec for another format.
+// naming the input spec for another format.
 std::vector<float> nan_tiles(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
 // The values in one input_tile of a 2-D format for the params.
