@@ -20,7 +20,7 @@ void mutate(lowbit::Case& done, const nlohmann::json& params) {
     const float m = std::fma(beta1, g - m_old, m_old);  // the bug: beta1 where the reference has 1 - beta1
     const float v = std::fma(beta2, g * g - v_old, v_old);
     const float denom = std::sqrt(v) / s.sqrt_bc2 + s.eps;
-    return lowbit::optimizer::AdamElement{p - (s.lr * (m / s.bc1)) / denom, m, v};
+    return lowbit::optimizer::AdamElement{lowbit::optimizer::torch_sub(p, (s.lr * (m / s.bc1)) / denom), m, v};
   });
 }
 }  // namespace mutant

@@ -20,7 +20,7 @@ void mutate(lowbit::Case& done, const nlohmann::json& params) {
     const float m = m_old + s.w1 * (g - m_old);  // the bug: two roundings where the reference has one
     const float v = v_old + s.w2 * (g * g - v_old);
     const float denom = std::sqrt(v) / s.sqrt_bc2 + s.eps;
-    return lowbit::optimizer::AdamElement{p - (s.lr * (m / s.bc1)) / denom, m, v};
+    return lowbit::optimizer::AdamElement{lowbit::optimizer::torch_sub(p, (s.lr * (m / s.bc1)) / denom), m, v};
   });
 }
 }  // namespace mutant

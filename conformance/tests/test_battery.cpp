@@ -219,6 +219,89 @@ TEST_CASE("the default battery of every 1-D block-wise format runs its new input
   }
 }
 
+TEST_CASE("gradient-blocks: a zero, a tiny, a NaN, a +Inf and a -Inf block moving with the seed over normal values") {
+  // block size, n (whole blocks; a partial last block of 37) by format
+  for (const auto& [format, n] : {std::pair{"bnb.adam8bit.cpu", 4133}, {"torchao.adam.codebook8", 4096},
+                                  {"torchao.adam.codebook4", 4096}}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    const std::size_t block = f.default_params.at("block_size").get<std::size_t>(), blocks = (n + block - 1) / block;
+    std::set<std::size_t> seen;  // the special blocks of seeds 7 to 9: verify's three steps' gradients
+    for (std::uint64_t seed = 6; seed <= 9; ++seed) {
+      CAPTURE(seed);
+      const std::string tail = ":n=" + std::to_string(n) + ",seed=" + std::to_string(seed) + ",std=0.5";
+      const std::vector<float> x = inputs_of(format, "gradient-blocks" + tail), normal = inputs_of(format, "normal" + tail);
+      REQUIRE(x.size() == static_cast<std::size_t>(n));
+      std::size_t zero = 0, tiny = 0, nan = 0, pos_inf = 0, neg_inf = 0, kept = 0;
+      for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t start = b * block, end = std::min<std::size_t>(n, start + block);
+        std::size_t zeros = 0, scaled = 0, same = 0, nans = 0, pos = 0, neg = 0;
+        for (std::size_t i = start; i < end; ++i) {
+          zeros += bits_of(x[i]) == 0u;
+          scaled += bits_of(x[i]) == bits_of(normal[i] * 1e-20f) && std::fabs(x[i]) < 1e-18f;
+          same += bits_of(x[i]) == bits_of(normal[i]);
+          nans += std::isnan(x[i]);
+          pos += x[i] == std::numeric_limits<float>::infinity();
+          neg += x[i] == -std::numeric_limits<float>::infinity();
+        }
+        const std::size_t len = end - start;
+        if (zeros == len) ++zero;
+        else if (scaled == len) ++tiny;
+        else if (same == len) ++kept;
+        else {
+          CHECK(same == len - 1);  // one special value in a block of the normal draws
+          nan += nans == 1;
+          pos_inf += pos == 1;
+          neg_inf += neg == 1;
+        }
+        if (same != len && seed >= 7) CHECK(seen.insert(b).second);  // no block special at two steps
+      }
+      CHECK(zero == 1);
+      CHECK(tiny == 1);
+      CHECK(nan == 1);
+      CHECK(pos_inf == 1);
+      CHECK(neg_inf == 1);
+      CHECK(kept == blocks - 5);
+    }
+  }
+  // the blocks' squares: a tiny block's are subnormal or zero (1e-20 x values of std 0.5)
+  const std::vector<float> x = inputs_of("bnb.adam8bit.cpu", "gradient-blocks:n=4133,seed=6,std=0.5");
+  const std::size_t tiny_block = 30 % 17 + 1;  // block 5 seed + 1 modulo 17
+  for (std::size_t i = tiny_block * 256; i < tiny_block * 256 + 256; ++i) CHECK(std::fabs(x[i] * x[i]) < std::numeric_limits<float>::min());
+  CHECK_THROWS_WITH_AS(inputs_of("bnb.adam8bit.cpu", "gradient-blocks:n=1024"),
+                       "input spec 'gradient-blocks:n=1024': gradient-blocks needs at least 5 blocks of 256 (n >= 1025)",
+                       std::invalid_argument);
+}
+
+TEST_CASE("the optimizers' battery steps gradient-blocks from a normal parameter: whole blocks for torchao, a tail for bitsandbytes") {
+  for (const char* format : {"torchao.adam.codebook8", "torchao.adam.codebook4", "torchao.adam.fp8", "bnb.adam8bit.cpu",
+                             "bnb.lion8bit.cpu", "bnb.momentum8bit.cpu", "bnb.rmsprop8bit.cpu", "bnb.adagrad8bit.cpu",
+                             "bnb.ademamix8bit.cpu"}) {
+    CAPTURE(format);
+    const FormatSpec& f = *find_format(format);
+    const std::string n = std::string(format).starts_with("bnb.") ? "4133" : "4096";
+    const std::vector<InputRun> runs = default_input_runs(f);
+    const auto run = std::find_if(runs.begin(), runs.end(), [](const InputRun& r) { return r.spec.starts_with("gradient-blocks"); });
+    REQUIRE(run != runs.end());
+    CHECK(run->spec == "gradient-blocks:n=" + n + ",seed=6,std=0.5");
+    int steps = 0;
+    for_each_reference_case(
+        f, *run, 3, {"lowbit test", "test_battery"}, true,
+        [&](const std::string&, const Case& c) {
+          if (++steps == 1) {
+            const std::vector<float> normal = generate_inputs(parse_input_spec("normal:n=" + n + ",seed=6,std=0.5"), f, f.default_params);
+            const std::vector<float> param = c.require("param").f32();
+            CHECK(std::equal(param.begin(), param.end(), normal.begin(), normal.end(),
+                             [](float a, float b) { return bits_of(a) == bits_of(b); }));
+          }
+        },
+        [&](const std::string& stem, const std::string& why) { FAIL_CHECK(stem << " skipped: " << why); });
+    CHECK(steps == 3);
+  }
+  for (const char* format : {"torchao.adam.dense", "coat.optim.origin.e4m3", "bnb.lion8bit.cuda"})
+    for (const InputRun& r : default_input_runs(*find_format(format))) CHECK(!r.spec.starts_with("gradient-blocks"));
+}
+
 TEST_CASE("coat.fake.symm's edges: blocks led by 1.75 of scale 2^-8, x / scale on every midpoint of the E4M3 grid") {
   const FormatSpec& f = *find_format("coat.fake.symm");
   const std::vector<float> x = inputs_of("coat.fake.symm", "edges");

@@ -454,7 +454,8 @@ float denominator_variant_param(float p, float g, float m_old, float v_old, cons
   const float m = s.fused ? std::fma(s.w1, g - m_old, m_old) : m_old + s.w1 * (g - m_old);
   const float v = s.fused ? std::fma(s.w2, g * g - v_old, v_old) : v_old + s.w2 * (g * g - v_old);
   const float denom = (reciprocal ? std::sqrt(v) * (1.0f / s.sqrt_bc2) : std::sqrt(v) / s.sqrt_bc2) + s.eps;
-  return p - (s.lr * (m / s.bc1)) / denom;
+  const float u = (s.lr * (m / s.bc1)) / denom;
+  return std::isnan(u) ? u : p - u;  // torch's sub: a NaN u as it is, also over a NaN p
 }
 }  // namespace
 

@@ -334,7 +334,8 @@ struct Kernels {
     *v = s.fused ? fma_lanes(F(s.w2), g2 - v_old, v_old) : v_old + F(s.w2) * (g2 - v_old);
     const F v_used = v_max ? (*v_max = torch_maximum(*v_max, *v)) : *v;
     const F denom = xsimd::sqrt(v_used) / F(s.sqrt_bc2) + F(s.eps);
-    *p = *p - (F(s.lr) * (*m / F(s.bc1))) / denom;
+    const F u = (F(s.lr) * (*m / F(s.bc1))) / denom;
+    *p = xsimd::select(xsimd::isnan(u), u, *p - u);  // a NaN u as it is (torchao_adam_element)
   }
 
   // The count <= W elements at x (a whole vector, or a tail), and back.

@@ -109,7 +109,8 @@ AdamElement torchao_adam_element(float p, float g, float m_old, float v_old, con
   // torch.maximum propagates a NaN from either side
   const float v_max = max_old ? (std::isnan(*max_old) || std::isnan(v) ? NAN : std::max(*max_old, v)) : v;
   const float denom = step_ulps(std::sqrt(v_max), sqrt_v_ulps) / s.sqrt_bc2 + s.eps;
-  return {p - (s.lr * (m / s.bc1)) / denom, m, v, v_max};  // the unquantized moments update the parameter
+  // the unquantized moments update the parameter, p_f32 - u as torch's sub computes it
+  return {torch_sub(p, (s.lr * (m / s.bc1)) / denom), m, v, v_max};
 }
 
 void scalar::torchao_adam_step(std::span<float> param, std::span<const float> grad, float& step, Moment& exp_avg,

@@ -368,13 +368,15 @@ Subcommand add_golden_command(CLI::App& parent) {
   gen->add_option("--input", g->inputs,
                   "Input spec KIND[:key=value,...] (repeatable). Kinds: normal(mean,std) uniform(lo,hi)\n"
                   "lognormal(mu,sigma) student-t(nu) constant(value) outliers(std,scale,block) special edges scaled-edges\n"
-                  "table-edges tiny-blocks special-blocks nan-tiles (docs/verifying-a-kernel.md#what-the-battery-reaches);\n"
+                  "table-edges tiny-blocks special-blocks nan-tiles gradient-blocks(std)\n"
+                  "(docs/verifying-a-kernel.md#what-the-battery-reaches);\n"
                   "all take n (default 4096) and seed (default 1); file:PATH[:TENSOR] takes your own tensor from a\n"
                   "safetensors file (shape kept; optimizers: its param and grad). Formats without an input (tables) take none");
   gen->add_option("--out", g->out, "Output folder (required unless --format list)");
   add_whole_option(*gen, "--steps", g->steps, 1, 1000,
                    "Optimizer formats: the --input spec draws the parameter; from a fresh state, run this many\n"
-                   "steps, each with a gradient drawn by the same spec with seed + step, one case per step");
+                   "steps, each with a gradient drawn by the same spec with seed + step, one case per step\n"
+                   "(gradient-blocks: the parameter is the normal draw, the gradients carry the blocks)");
   gen->add_flag("--replace", g->replace,
                 "Overwrite a case of the same name that holds different bytes (by default such a case is\n"
                 "refused and nothing is written; regenerating the same bytes is always fine)");

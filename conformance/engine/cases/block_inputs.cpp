@@ -1,5 +1,6 @@
 #include "lowbit/block_inputs.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -97,6 +98,30 @@ std::vector<float> nan_tiles(const InputSpec& spec, const FormatSpec& format, co
         out.push_back(is_nan(r, c) ? nan : (k % 2 ? -1.0f : 1.0f) * (0.25f + static_cast<float>(k) / static_cast<float>(area)));
       }
   return out;
+}
+
+std::vector<float> gradient_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
+                                   std::vector<float> x) {
+  const std::size_t block = input_block_size(spec, format, params), blocks = (x.size() + block - 1) / block;
+  if (blocks < 5)
+    throw std::invalid_argument("input spec '" + spec.text + "': gradient-blocks needs at least 5 blocks of " +
+                                std::to_string(block) + " (n >= " + std::to_string(4 * block + 1) + ")");
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::size_t first = static_cast<std::size_t>(spec.seed() % blocks) * 5;
+  for (std::size_t j = 0; j < 5; ++j) {
+    const std::size_t start = (first + j) % blocks * block, end = std::min(x.size(), start + block);
+    const std::size_t one = start + (spec.seed() + 37 * j) % (end - start);  // where a block's one special value lies
+    for (std::size_t i = start; i < end; ++i) {
+      switch (j) {
+        case 0: x[i] = 0.0f; break;
+        case 1: x[i] *= 1e-20f; break;
+        case 2: if (i == one) x[i] = std::numeric_limits<float>::quiet_NaN(); break;
+        case 3: if (i == one) x[i] = inf; break;
+        default: if (i == one) x[i] = -inf; break;
+      }
+    }
+  }
+  return x;
 }
 
 }  // namespace lowbit

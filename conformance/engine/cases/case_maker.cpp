@@ -133,7 +133,10 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     run(with_metadata(std::move(in), format, params, stem, described, spec.seed(), made_by));
     return;
   }
-  std::vector<float> param = generate_inputs(spec, format, params, threads);
+  // gradient-blocks' special blocks are the gradients': its parameter is the normal kind's draw
+  InputSpec param_spec = spec;
+  if (spec.kind == "gradient-blocks") param_spec.kind = "normal";
+  std::vector<float> param = generate_inputs(param_spec, format, params, threads);
   require_elements(spec, param.size(), "the parameter");
   Case state = format.fresh_state(std::move(param), params);
   for (int k = 1; k <= steps; ++k) {
@@ -179,6 +182,11 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
       scheduled["t_beta3"] = 2;
       runs.push_back({"normal:n=4096,seed=4,std=0.5", scheduled});
     }
+    // A block-wise state's own decision points (docs/verifying-a-kernel.md, "What the battery
+    // reaches"): zero, tiny, NaN and infinite blocks of gradients, moving between steps, over whole
+    // blocks (torchao) or with a partial last block of 37 (bitsandbytes' tail)
+    if (own.contains("block_size"))
+      runs.push_back({std::string("gradient-blocks:n=") + (f.whole_blocks ? "4096" : "4133") + ",seed=6,std=0.5", own});
     for (InputRun& r : runs) r.params = with_given(std::move(r.params));
     return runs;
   }

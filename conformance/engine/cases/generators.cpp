@@ -28,6 +28,7 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"tiny-blocks", {"n", "seed"}},                 {"special-blocks", {"n", "seed"}},
       {"nan-tiles", {"n", "seed"}},
       {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
+      {"gradient-blocks", {"n", "seed", "std"}},
   };
   return keys;
 }
@@ -225,6 +226,11 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     return v;
   }
   if (spec.kind == "adam-m" || spec.kind == "adam-v") return adam_moment(adam_spec_of(spec), threads);
+  if (spec.kind == "gradient-blocks") {  // the normal kind's draws, then its special blocks
+    const double std = spec.number("std", 1);
+    return gradient_blocks(spec, format, params,
+                           drawn(rng, n, 2, threads, [=](std::size_t, const std::uint64_t* d) { return std * standard_normal_of(d); }));
+  }
   if (spec.kind == "normal") {
     const double mean = spec.number("mean", 0), std = spec.number("std", 1);
     return drawn(rng, n, 2, threads, [=](std::size_t, const std::uint64_t* d) { return mean + std * standard_normal_of(d); });

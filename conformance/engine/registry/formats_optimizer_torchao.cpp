@@ -96,7 +96,7 @@ float unfused_lerp_param(float p, float g, float m_old, float v_old, const optim
   const float v = v_old + s.w2 * (g * g - v_old);
   const float v_max = max_old ? (std::isnan(*max_old) || std::isnan(v) ? NAN : std::max(*max_old, v)) : v;
   const float denom = std::sqrt(v_max) / s.sqrt_bc2 + s.eps;
-  return p - (s.lr * (m / s.bc1)) / denom;
+  return optimizer::torch_sub(p, (s.lr * (m / s.bc1)) / denom);
 }
 
 // A differing new parameter is first checked against the unfused lerp: where it reproduces the actual
@@ -234,7 +234,10 @@ FormatSpec torchao_adam_format(const std::string& variant, TorchaoState kind, st
                       {"amsgrad", false}, {"bf16_stochastic_round", false},
                       // torch's CPU capability: avx2 and avx512 fuse lerp's multiply-add, default does not
                       {"cpu_capability", "avx2"}};
-  if (kind != TorchaoState::Dense) f.default_params["block_size"] = default_block;
+  if (kind != TorchaoState::Dense) {
+    f.default_params["block_size"] = default_block;
+    f.whole_blocks = true;  // a quantized state only for numel a multiple of the block (torchao_fresh_state)
+  }
   if (kind == TorchaoState::Fp8) {
     f.default_params["overflow"] = "satfinite";
     f.default_params["nan_encoding"] = "torch";

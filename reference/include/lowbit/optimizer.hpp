@@ -1,6 +1,7 @@
 #pragma once
 // Fused optimizer steps, as the official code computes them: one step from (param, grad, states)
 // to new (param, states). docs/formats/torchao-adam.md states the arithmetic.
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -66,9 +67,14 @@ struct AdamElement {
   float param, exp_avg, exp_avg_sq;  // the new parameter and the unquantized new moments
   float max_exp_avg_sq = 0.0f;       // AMSGrad only: maximum(old max, new exp_avg_sq), NaN propagating
 };
+// Reference: torch 2.15 aten/src/ATen/native/cpu/BinaryOpsKernel.cpp add_kernel (sub: alpha -1), as
+// single_param_adam's p_f32 - u meets it: p - u, but a NaN u as it is, also over a NaN p (C++'s p - u
+// would keep p's NaN; docs/formats/torchao-adam.md "NaN payloads").
+inline float torch_sub(float p, float u) { return std::isnan(u) ? u : p - u; }
+
 // Reference: torchao 0.18 optim/adam.py single_param_adam, one element: weight decay, the two lerps
 // as fused multiply-adds, AMSGrad's running maximum when max_old is given, denom = sqrt(v or max) /
-// sqrt(bc2) + eps, p - lr * (m / bc1) / denom (float32, before the write-back rounding).
+// sqrt(bc2) + eps, p - lr * (m / bc1) / denom (torch_sub; float32, before the write-back rounding).
 // sqrt_v_ulps moves sqrt(v) off its correctly rounded value (0 for the reference).
 AdamElement torchao_adam_element(float param, float grad, float exp_avg, float exp_avg_sq,
                                  const TorchaoAdamScalars& s, int sqrt_v_ulps = 0,

@@ -36,6 +36,21 @@ std::vector<float> special_blocks(const InputSpec& spec, const FormatSpec& forma
 // naming the input spec for another format.
 std::vector<float> nan_tiles(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params);
 
+// An optimizer's gradients with the blocks real training gives (the optimizer formats' battery,
+// docs/verifying-a-kernel.md "What the battery reaches"): normal values of the given std (1 by
+// default, as the normal kind's), and five blocks of the format's block size that are not: a block of
+// exact zeros (an embedding row no token touched: a zero state's absmax 0, sign(0)), a block of
+// normal values times 1e-20 (squares subnormal: reciprocals of the state's absmax overflow), a block
+// holding one NaN, one with one +Inf (a state's absmax +Inf, Inf / Inf), one with one -Inf. The
+// five blocks move with the seed (block 5 seed + j, modulo the blocks, the last one partial where n
+// is not whole blocks), so each of verify's three steps' gradients (seed s + k; 16 blocks or more)
+// has them in other blocks: a parameter or state made NaN or infinite by an earlier step under a
+// finite gradient. An optimizer's parameter is the normal kind's draw of the same n, seed and std
+// (case_maker.cpp): a parameter of exact zeros would put its steps' cancellations, p - u with p near
+// u, on every 1-ulp difference of torch's sqrt.
+std::vector<float> gradient_blocks(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
+                                   std::vector<float> normal);
+
 // The values in one input_tile of a 2-D format for the params.
 std::size_t tile_area(const FormatSpec& format, const nlohmann::json& params);
 

@@ -25,6 +25,9 @@ namespace lowbit {
 //   (block-wise formats: blocks all NaN, all Inf, all -0.0, +0/-0 mixed, and a last block, partial
 //   where the format allows it, ending on its largest value; lowbit/block_inputs.hpp), nan-tiles
 //   (COAT's group quantizers: tiles of numbers whose groups are led by a NaN, end on one, or are all NaN),
+//   gradient-blocks (std=1; block-wise formats: normal values with a block of zeros, one of 1e-20
+//   times them, one holding a NaN, one +Inf, one -Inf, moving with the seed; an optimizer's parameter
+//   is the normal draw, its gradients these: lowbit/block_inputs.hpp),
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below),
 //   file:PATH[:TENSOR] (the user's own tensor from a safetensors file: lowbit/file_input.hpp).
 // Every kind takes n (default 4096) and seed (default 1). special, the edges and the blocks are fixed lists: without
