@@ -450,6 +450,11 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_bnb_fixed_block", 4096,
        {"special-blocks.block_size-64", "normal.n4096.seed5.block_size-64", "special-blocks.block_size-256",
         "normal.n4096.seed5.block_size-256"}},
+      // an optimizer step's gradient-blocks: a parameter an earlier step's NaN or Inf gradient reached,
+      // under weight decay 0 (the old battery: the default-param runs; its weight_decay 0.01 run adds wd p)
+      {"mutant_momentum_l2_skipped", 256,
+       {"gradient-blocks.n4133.seed6.std0.5.step2", "gradient-blocks.n4133.seed6.std0.5.step3"},
+       "--input normal:n=4096,seed=1,std=0.5 --input adam-v:n=4096,seed=2"},
       // the unsigned dynamic map (bitsandbytes' optimizers' second moments)
       {"mutant_bnb_dequant_nan_positive", 4096, {"special" + unsigned_map, "special-blocks" + unsigned_map}},
       {"mutant_bnb_grid_double", 4096,
@@ -506,7 +511,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 55);
+  CHECK(mutants == 56);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

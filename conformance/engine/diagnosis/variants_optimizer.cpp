@@ -111,6 +111,17 @@ opt::RuleElement momentum_dampened(float p, float g, float buf, std::int64_t ste
   return {add_alpha(p, next, s.neg_lr, s.fused), next};
 }
 
+constexpr const char* kMomentumL2Skipped =
+    "the reference with SGD's L2 term skipped when weight_decay is 0, where bitsandbytes adds wd p to the gradient "
+    "always (0 times a NaN or infinite parameter is NaN)";
+// the L2 term left out at weight_decay 0: the gradient as it is (bitsandbytes: g + 0 p, NaN for a
+// non-finite p), the buffer and the parameter as the reference's element makes them
+opt::RuleElement momentum_l2_skipped(float p, float g, float buf, std::int64_t step, const opt::BnbRuleScalars& s) {
+  if (s.wd != 0.0f) return bnb_rule_cpu_element(opt::BnbRule::Momentum, p, g, buf, step, s);
+  const float next = step == 1 ? g : opt::torch_cpu::plus(buf * s.b1, g);
+  return {add_alpha(p, next, s.neg_lr, s.fused), next};
+}
+
 constexpr const char* kRmspropEpsInsideSqrt =
     "the reference with RMSprop's eps under the root, sqrt(s + eps) (Keras' rule), where torch and bitsandbytes take "
     "sqrt(s) + eps";
@@ -219,6 +230,7 @@ constexpr RuleVariant kRuleVariants[] = {
      kLionSignBeforeInterpolation},
     {opt::BnbRule::Lion, "decay-after-update", nullptr, lion_decay_after, kDecayAfterUpdateCuda},
     {opt::BnbRule::Momentum, "momentum-dampened", momentum_dampened, momentum_dampened_cuda, kMomentumDampened},
+    {opt::BnbRule::Momentum, "momentum-l2-skipped-at-zero-decay", momentum_l2_skipped, nullptr, kMomentumL2Skipped},
     {opt::BnbRule::Rmsprop, "rmsprop-eps-inside-sqrt", rmsprop_eps_inside, rmsprop_eps_inside_cuda,
      kRmspropEpsInsideSqrt},
     {opt::BnbRule::Adagrad, "adagrad-decay-decoupled", adagrad_decay_decoupled, nullptr, kAdagradDecayDecoupled},
