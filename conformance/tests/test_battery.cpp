@@ -455,6 +455,9 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_momentum_l2_skipped", 256,
        {"gradient-blocks.n4133.seed6.std0.5.step2", "gradient-blocks.n4133.seed6.std0.5.step3"},
        "--input normal:n=4096,seed=1,std=0.5 --input adam-v:n=4096,seed=2"},
+      // gradient-blocks' zero block under a fresh state: Lion's interpolation exactly 0
+      {"mutant_lion_sign_zero_positive", 256, {"gradient-blocks.n4133.seed6.std0.5.step1"},
+       "--input normal:n=4096,seed=1,std=0.5 --input adam-v:n=4096,seed=2"},
       // the unsigned dynamic map (bitsandbytes' optimizers' second moments)
       {"mutant_bnb_dequant_nan_positive", 4096, {"special" + unsigned_map, "special-blocks" + unsigned_map}},
       {"mutant_bnb_grid_double", 4096,
@@ -511,7 +514,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 56);
+  CHECK(mutants == 57);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

@@ -99,6 +99,17 @@ opt::RuleElement lion_signs_interpolated(float p, float g, float m, std::int64_t
   return {opt::torch_cpu::plus(p, s.neg_lr * dir), state};
 }
 
+constexpr const char* kLionSignZeroPositive =
+    "the reference with Lion's sign(0) taken as +1, where torch.sign gives 0 (a zero interpolation: a fresh state "
+    "under a zero gradient)";
+// Lion's direction with sign(0) = +1: the reference's element, and where its interpolation is exactly 0
+// (the parameter only decayed) the step -lr the kernel then takes
+opt::RuleElement lion_sign_zero_positive(float p, float g, float m, std::int64_t step, const opt::BnbRuleScalars& s) {
+  opt::RuleElement e = bnb_rule_cpu_element(opt::BnbRule::Lion, p, g, m, step, s);
+  if (m * s.b1 + g * s.w1 == 0.0f) e.param = add_alpha(s.decays ? p * s.decay : p, 1.0f, s.neg_lr, s.fused);
+  return e;
+}
+
 constexpr const char* kMomentumDampened =
     "the reference with the momentum buffer dampened, momentum buf + (1 - momentum) g from step 2 (torch.optim.SGD "
     "with dampening = momentum), where bitsandbytes adds the whole gradient";
@@ -229,6 +240,7 @@ constexpr RuleVariant kRuleVariants[] = {
     {opt::BnbRule::Lion, "lion-sign-before-interpolation", lion_signs_interpolated, nullptr,
      kLionSignBeforeInterpolation},
     {opt::BnbRule::Lion, "decay-after-update", nullptr, lion_decay_after, kDecayAfterUpdateCuda},
+    {opt::BnbRule::Lion, "lion-sign-zero-positive", lion_sign_zero_positive, nullptr, kLionSignZeroPositive},
     {opt::BnbRule::Momentum, "momentum-dampened", momentum_dampened, momentum_dampened_cuda, kMomentumDampened},
     {opt::BnbRule::Momentum, "momentum-l2-skipped-at-zero-decay", momentum_l2_skipped, nullptr, kMomentumL2Skipped},
     {opt::BnbRule::Rmsprop, "rmsprop-eps-inside-sqrt", rmsprop_eps_inside, rmsprop_eps_inside_cuda,
