@@ -2,7 +2,7 @@
 // alpha), where bitsandbytes' AdEMAMix.update_step uses the step it is taking (incremented first:
 // alpha_t = alpha / t_alpha at step 1). The moments are the reference's; the parameter differs at
 // every step before the schedule ends, and only with t_alpha set (the default battery's scheduled
-// run: t_alpha = t_beta3 = 2).
+// run: t_alpha 2, t_beta3 4).
 #include <algorithm>
 
 #include "lowbit/blockwise.hpp"

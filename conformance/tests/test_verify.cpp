@@ -279,7 +279,7 @@ TEST_CASE("verify catches each mutant of the bank on its default inputs, with th
       // the default battery's steps with weight_decay 0.01, and its AdEMAMix run with both schedulers
       {"mutant_adagrad_decoupled_decay", "MISMATCH normal.n4096.seed3.std0.5.weight_decay-0.01.step1", "param.next",
        "genuine", nullptr, true},
-      {"mutant_ademamix_alpha_late", "MISMATCH normal.n4096.seed4.std0.5.t_alpha-2.t_beta3-2.step1", "param.next",
+      {"mutant_ademamix_alpha_late", "MISMATCH normal.n4096.seed4.std0.5.t_alpha-2.t_beta3-4.step1", "param.next",
        "genuine", nullptr, true},
       {"mutant_coat_k_not_floored", "MISMATCH normal.n4096.seed1.std0.5.step1"},
       {"mutant_coat_centre_one_sqrt", "MISMATCH adam-v.n4096.seed2.step1"},

@@ -179,7 +179,7 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
     if (own.contains("t_alpha") && own.at("t_alpha") == 0) {
       nlohmann::json scheduled = own;
       scheduled["t_alpha"] = 2;
-      scheduled["t_beta3"] = 2;
+      scheduled["t_beta3"] = 4;  // not t_alpha's: a scheduler read with the other's period shows
       runs.push_back({"normal:n=4096,seed=4,std=0.5", scheduled});
     }
     // A block-wise state's own decision points (docs/verifying-a-kernel.md, "What the battery

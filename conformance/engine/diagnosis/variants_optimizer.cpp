@@ -275,6 +275,20 @@ std::optional<Case> ademamix_alpha_late(const Case& e, const nlohmann::json& p) 
       });
 }
 
+// AdEMAMix's beta3 scheduler over t_alpha (the alpha scheduler's period) where bitsandbytes divides the
+// step by t_beta3: the reference's CPU step with t_beta3 given t_alpha's value, both schedulers on.
+std::optional<Case> ademamix_beta3_over_t_alpha(const Case& e, const nlohmann::json& p) {
+  opt::BnbAdemamixHyper h = optimizer_io::bnb_ademamix_hyper(p);
+  if (h.t_alpha == 0 || h.t_beta3 == 0 || h.t_alpha == h.t_beta3) return std::nullopt;  // nothing to tell apart
+  h.t_beta3 = h.t_alpha;
+  const opt::BnbAdemamixScalars s = opt::bnb_ademamix_scalars(h, step_of(e));
+  return bnb_cpu_restep(
+      e, p, {"exp_avg", "exp_avg_slow", "exp_avg_sq"}, [&](float pv, float g, const std::vector<float>& old) {
+        const opt::AdemamixElement a = opt::bnb_ademamix_cpu_element(pv, g, old[0], old[1], old[2], s);
+        return Stepped{a.param, {a.m1, a.m2, a.nu}};
+      });
+}
+
 // ---- torchao's Adam -----------------------------------------------------------------------------
 
 // torchao's step on a codebook state with the moments' lerp weights exchanged: beta where torch.lerp
@@ -354,6 +368,9 @@ constexpr StepVariant kStepVariants[] = {
      "the reference with the weight decay after the update, (p + u)(1 - lr wd) (bitsandbytes' CUDA kernel's order), "
      "where its CPU back end decays first, p (1 - lr wd) + u"},
     {"bnb.ademamix8bit.cpu", "ademamix-alpha-one-step-late", ademamix_alpha_late, kAlphaLate},
+    {"bnb.ademamix8bit.cpu", "ademamix-beta3-over-t-alpha", ademamix_beta3_over_t_alpha,
+     "the reference with AdEMAMix's beta3 scheduler dividing the step by t_alpha, where bitsandbytes divides it by "
+     "t_beta3"},
     {"bnb.ademamix8bit.cuda", "ademamix-alpha-one-step-late", ademamix_alpha_late_cuda, kAlphaLate}};
 
 }  // namespace
