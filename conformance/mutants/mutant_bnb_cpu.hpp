@@ -29,6 +29,8 @@ struct BnbCpuPieces {
   std::function<float(float x, float absmax)> normalize = [](float x, float absmax) { return x * (1.0f / absmax); };
   // the cell of y: (uint16) fma((clamp(y, -1, 1) + 1) * 0.5, 65535, 0.5), NaN in cell 0
   std::function<std::uint16_t(float y)> index = [](float y) { return lowbit::codebook::BnbCpuLut::index_of(y); };
+  // the qmap the table is built from (the dequant reads the case's own)
+  std::function<std::vector<float>(std::vector<float> q)> table_map = [](std::vector<float> q) { return q; };
   // cell t's code: the number of midpoints 0.5 * (q[j] + q[j + 1]) below v_t = -1 + (2 t) / 65535
   std::function<bool(float midpoint, std::uint32_t t)> below = [](float midpoint, std::uint32_t t) {
     return midpoint < -1.0f + (2.0f * static_cast<float>(t)) / 65535.0f;
@@ -55,7 +57,7 @@ inline void requantize_bnb_cpu(lowbit::Case& done, const nlohmann::json& params,
   std::vector<float> x = done.require("input").f32();
   for (float& v : x) v = p.load(v);
   const std::vector<float> q = done.require("qmap").f32();
-  const std::vector<std::uint8_t> table = bnb_cpu_table(q, p);
+  const std::vector<std::uint8_t> table = bnb_cpu_table(p.table_map(q), p);
   const std::size_t stored = params.at("block_size").get<std::size_t>(), block = p.block(stored);
   std::vector<std::uint8_t> codes(x.size());
   std::vector<float> dequant(x.size()), absmax_of((x.size() + block - 1) / block);

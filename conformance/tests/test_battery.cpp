@@ -212,11 +212,35 @@ TEST_CASE("the default battery of every 1-D block-wise format runs its new input
     CHECK(stems.count("tiny-blocks"));
     CHECK(stems.count("special-blocks"));
     CHECK(stems.count("table-edges") == (std::string(format).starts_with("bnb.") ? 1u : 0u));
-    for (std::size_t block : f.battery_block_sizes)
-      for (const char* spec : {"edges", "special-blocks", "normal.n4096.seed5"})
-        CHECK(stems.count(std::string(spec) + ".block_size-" + std::to_string(block)));
-    CHECK(f.battery_block_sizes.size() == 2);
+    for (std::size_t block : f.battery_block_sizes) {
+      // the random input: 4096 values, or whole blocks of an even count (4158 at 33) where torchao wants them
+      const std::size_t unit = block % 2 ? 2 * block : block, n = f.whole_blocks ? (4096 + unit - 1) / unit * unit : 4096;
+      for (const std::string& spec : {std::string("edges"), std::string("special-blocks"), "normal.n" + std::to_string(n) + ".seed5"})
+        CHECK(stems.count(spec + ".block_size-" + std::to_string(block)));
+    }
+    CHECK(f.battery_block_sizes.size() == 3);
+    // a block size that is no power of two (an element's block found by a shift is wrong there), odd
+    CHECK(std::count(f.battery_block_sizes.begin(), f.battery_block_sizes.end(), 33u) == 1);
+    // bitsandbytes: the random input above the sizes where a kernel's own threads start (2^20 + 1000:
+    // a partial tail at 4096)
+    CHECK(stems.count("normal.n1049576.seed7") == (std::string(format).starts_with("bnb.") ? 1u : 0u));
   }
+  // the 4-bit states' codes are packed in pairs over the whole state: at 33, every input an even count
+  for (const char* format : {"torchao.codebook4.signed", "torchao.codebook4.unsigned"})
+    for (const char* spec : {"edges", "special-blocks", "normal:n=4158,seed=5"}) {
+      CAPTURE(format);
+      CAPTURE(spec);
+      const std::size_t n = inputs_of(format, spec, {{"block_size", 33}}).size();
+      CHECK(n % 66 == 0);
+    }
+  // bitsandbytes' CUDA back end takes 64 to 4096 only: its run at 33 is skipped with the reason
+  const FormatSpec& bnb = *find_format("bnb.blockwise8.dynamic");
+  std::string why;
+  for_each_reference_case(
+      bnb, {"special-blocks", resolve_params(bnb, {{"block_size", 33}, {"backend", "cuda-ieee"}})}, 1,
+      {"lowbit test", "test_battery"}, true, [](const std::string&, const Case&) { FAIL("made a case at 33 for cuda-ieee"); },
+      [&](const std::string&, const std::string& reason) { why = reason; });
+  CHECK(why.find("backend cuda-ieee takes block sizes 64, 128, 256, 512, 1024, 2048 and 4096 only") != std::string::npos);
 }
 
 TEST_CASE("gradient-blocks: a zero, a tiny, a NaN, a +Inf and a -Inf block moving with the seed over normal values") {
@@ -427,7 +451,7 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
     std::set<std::string> caught_by;       // every case of the default battery (--no-golden) that catches it
     std::string old = old_battery(block);  // the battery before the inputs that catch it
   };
-  const std::string unsigned_map = ".map-dynamic_unsigned";
+  const std::string unsigned_map = ".map-dynamic_unsigned", linear_unsigned = ".map-linear_unsigned";
   std::vector<Mutant> mutants = {
       // the lookup table's cells: division against the reciprocal (subnormal absmaxes too: 1 / a overflows)
       {"mutant_bnb_division", 4096, {"table-edges", "tiny-blocks", "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
@@ -437,19 +461,23 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_bnb_flush_subnormal_inputs", 4096, {"tiny-blocks", "tiny-blocks" + unsigned_map}},
       // blocks of one special value, a tail ending on its largest value
       {"mutant_bnb_all_nan_absmax", 4096,
-       {"special-blocks", "special-blocks.block_size-64", "special-blocks.block_size-256", "special-blocks" + unsigned_map}},
+       {"special-blocks", "special-blocks.block_size-33", "special-blocks.block_size-64", "special-blocks.block_size-256",
+        "special-blocks" + unsigned_map}},
       {"mutant_bnb_tail_absmax_short", 4096,
-       {"special-blocks", "special-blocks.block_size-64", "special-blocks.block_size-256", "special-blocks" + unsigned_map}},
+       {"special-blocks", "special-blocks.block_size-33", "normal.n4096.seed5.block_size-33", "special-blocks.block_size-64",
+        "special-blocks.block_size-256", "special-blocks" + unsigned_map}},
       {"mutant_torchao_fp8_nan_scale_copied", 256,
-       {"special-blocks", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+       {"special-blocks", "special-blocks.block_size-1", "special-blocks.block_size-33", "special-blocks.block_size-4096"}},
       {"mutant_perblock_zero_block_sign", 128,
-       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-33",
+        "special-blocks.block_size-4096"}},
       {"mutant_torchao_no_clip", 256,
-       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-4096"}},
+       {"tiny-blocks", "special-blocks", "edges.block_size-1", "special-blocks.block_size-1", "special-blocks.block_size-33",
+        "special-blocks.block_size-4096"}},
       // the other block sizes
       {"mutant_bnb_fixed_block", 4096,
-       {"special-blocks.block_size-64", "normal.n4096.seed5.block_size-64", "special-blocks.block_size-256",
-        "normal.n4096.seed5.block_size-256"}},
+       {"special-blocks.block_size-33", "normal.n4096.seed5.block_size-33", "special-blocks.block_size-64",
+        "normal.n4096.seed5.block_size-64", "special-blocks.block_size-256", "normal.n4096.seed5.block_size-256"}},
       // an optimizer step's gradient-blocks: a parameter an earlier step's NaN or Inf gradient reached,
       // under weight decay 0 (the old battery: the default-param runs; its weight_decay 0.01 run adds wd p)
       {"mutant_momentum_l2_skipped", 256,
@@ -467,6 +495,15 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_bnb_dequant_nan_positive", 4096, {"special" + unsigned_map, "special-blocks" + unsigned_map}},
       {"mutant_bnb_grid_double", 4096,
        {"edges" + unsigned_map, "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
+      // a block size that is no power of two
+      {"mutant_torchao_block_shift", 256,
+       {"special-blocks.block_size-33", "normal.n4158.seed5.block_size-33"}},  // edges: every block's absmax is 1
+      // a random input above the size where a kernel's own threads start
+      {"mutant_bnb_thread_split", 4096, {"normal.n1049576.seed7"}},
+      // the unsigned linear map (q[0] = 0, where the signed one's is -1)
+      {"mutant_bnb_table_code0_minus_one", 4096,
+       {"edges" + linear_unsigned, "table-edges" + linear_unsigned, "tiny-blocks" + linear_unsigned,
+        "special" + linear_unsigned, "special-blocks" + linear_unsigned}},
       // COAT's group quantizers: groups of one special value as whole tiles, a tile ending on its
       // maximum, the other group sizes COAT builds (16 and 128)
       {"mutant_coat_act_all_nan_scale", 16,
@@ -519,7 +556,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 58);
+  CHECK(mutants == 61);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {
@@ -530,7 +567,7 @@ TEST_CASE("verify --param: every generated case takes it; a bad key or value is 
   // the battery's own block sizes and maps give way to the given ones: each run once
   CHECK(ok.output.find("ok       edges.block_size-256.map-dynamic_unsigned:") != std::string::npos);
   CHECK(ok.output.find("block_size-64") == std::string::npos);
-  CHECK(ok.output.find("11 of 11 cases conformant") != std::string::npos);
+  CHECK(ok.output.find("12 of 12 cases conformant") != std::string::npos);
   // caught only with the unsigned map: given it, the old inputs catch it too
   const Run caught = lowbit_cli("verify --kernel " + plugin("mutant_bnb_dequant_nan_positive") +
                                 " --no-golden --input special --param map=dynamic_unsigned");

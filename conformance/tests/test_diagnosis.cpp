@@ -118,12 +118,11 @@ TEST_CASE("each variant of bitsandbytes' blocks differs from the reference, its 
   // On the default battery the reference is bitsandbytes' own CPU library bit for bit (test_bnb_cpu_verify):
   // a variant that gave the reference's outputs on the input where its bug shows would name a correct
   // kernel's arithmetic, and reproduce a wrong kernel only by chance.
-  const FormatSpec& f = *find_format("bnb.blockwise8.dynamic");
-  const std::vector<KnownVariant> variants = known_variants(f);
   struct Shows {
     const char* variant;
     const char* spec;
     nlohmann::json params;
+    const char* format = "bnb.blockwise8.dynamic";
   };
   const nlohmann::json unsigned_map = {{"map", "dynamic_unsigned"}};
   for (const Shows& s : std::vector<Shows>{{"absmax-subnormal-zero", "tiny-blocks", {}},
@@ -133,9 +132,14 @@ TEST_CASE("each variant of bitsandbytes' blocks differs from the reference, its 
                                            {"tail-absmax-short", "special-blocks", {}},
                                            {"block-size-4096", "normal:n=4096,seed=5", {{"block_size", 64}}},
                                            {"dequant-nan-positive", "special-blocks", unsigned_map},
-                                           {"table-grid-double", "table-edges", unsigned_map}}) {
+                                           {"table-grid-double", "table-edges", unsigned_map},
+                                           {"table-code0-minus-one", "edges", {{"map", "linear_unsigned"}},
+                                            "bnb.blockwise8.linear"},
+                                           {"threads-split-mid-block", "normal:n=1049576,seed=7", {}}}) {
     const std::string name = s.variant;
     CAPTURE(name);
+    const FormatSpec& f = *find_format(s.format);
+    const std::vector<KnownVariant> variants = known_variants(f);
     const auto v = std::find_if(variants.begin(), variants.end(), [&](const KnownVariant& k) { return k.name == name; });
     REQUIRE(v != variants.end());
     std::size_t cases = 0, differing = 0;

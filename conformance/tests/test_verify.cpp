@@ -504,9 +504,9 @@ TEST_CASE("verify: the CUDA per-block kernel's arithmetic (its host twin) is con
   const Run good = lowbit_cli("verify --kernel " + plugin("cuda_perblock_host_twin"));
   CAPTURE(good.output);
   CHECK(good.code == 0);
-  // edges, scaled-edges, special (2), three random, tiny-blocks, special-blocks, and at block sizes 1
-  // and 4096 edges, special-blocks and a random input
-  CHECK(lines_starting(good.output, "ok       ") == 15);
+  // edges, scaled-edges, special (2), three random, tiny-blocks, special-blocks, and at block sizes 1,
+  // 33 and 4096 edges, special-blocks and a random input
+  CHECK(lines_starting(good.output, "ok       ") == 18);
   TempDir dir("lowbit_verify_twin_");
   const Run bad = lowbit_cli("verify --kernel " + plugin("cuda_mutant_perblock_reciprocal_host_twin") + " --report " +
                              (dir / "r.json"));
@@ -536,12 +536,12 @@ TEST_CASE("verify runs a CUDA-memory kernel through the CUDA runner: device and 
   CAPTURE(r.output);
   CHECK(r.code == 0);
   CHECK(r.output.starts_with("device: lowbit fake device (compute capability 9.0), driver 13.1, runtime 13.0\n"));
-  CHECK(lines_starting(r.output, "ok       ") == 15);
+  CHECK(lines_starting(r.output, "ok       ") == 18);
   CHECK(r.output.find("mismatches (0 allowed), kernel 0.250 ms\n") != std::string::npos);
   const nlohmann::json j = nlohmann::json::parse(slurp(dir / "r.json"));
   CHECK(j.at("device") == nlohmann::json({{"name", "lowbit fake device"}, {"compute_capability", "9.0"},
                                           {"driver_version", "13.1"}, {"runtime_version", "13.0"}}));
-  REQUIRE(j.at("cases").size() == 15);
+  REQUIRE(j.at("cases").size() == 18);
   for (const auto& c : j.at("cases")) CHECK(c.at("kernel_ms") == 0.25);
   const std::string md = slurp(dir / "r.md");
   CHECK(md.find("Device: `lowbit fake device` (compute capability 9.0), CUDA driver 13.1, runtime 13.0.") != std::string::npos);

@@ -213,6 +213,8 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
     spec.replace(spec.find("{}"), 2, n);
     push(spec);
   }
+  // a kernel's threaded path, taken only above a size it chose (a partial tail at the default block size)
+  if (f.battery_large_count) push("normal:n=" + std::to_string(f.battery_large_count) + ",seed=7");
   // The decision points of a block's own (docs/verifying-a-kernel.md, "What the battery reaches"): a
   // lookup table's cells, tiny and subnormal absmaxes, blocks of one special value and a last block
   // ending on its largest value (a 2-D format's as whole tiles: each group or tile of one value)
@@ -234,6 +236,9 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
       const InputTile t = f.input_tile(sized);
       const auto area = static_cast<std::size_t>(t.rows * t.cols);
       n = (n + area - 1) / area * area;
+    } else if (f.whole_blocks) {  // whole blocks, and an even count (torchao's 4-bit codes are packed in pairs)
+      const std::size_t unit = block % 2 ? 2 * block : block;
+      n = (n + unit - 1) / unit * unit;
     }
     for (const std::string& spec : {std::string("edges"), std::string("special-blocks"), "normal:n=" + std::to_string(n) + ",seed=5"})
       runs.push_back({spec, sized});

@@ -93,12 +93,13 @@ void add_default_block_size(const FormatSpec& f, std::vector<KnownVariant>& out,
   const std::size_t wide_block = positive_size_param(f.default_params, "block_size");
   const FormatSpec* spec = &f;
   // a kernel written for the library's default: the reference at the default block size, each stored
-  // scale the one of the wide block that holds its block (the case's block size divides the default)
+  // scale the one of the wide block that holds its block's first element, each dequantized value the
+  // wide run's (the same as from the stored scales where the case's block size divides the default)
   out.push_back({"block-size-" + std::to_string(wide_block),
                  "the reference in blocks of " + std::to_string(wide_block) + " (" + library_default + ") whatever block_size says",
                  [spec, wide_block](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
                    const std::size_t block = positive_size_param(p, "block_size");
-                   if (block >= wide_block || wide_block % block != 0) return std::nullopt;
+                   if (block >= wide_block) return std::nullopt;
                    nlohmann::json wide = p;
                    wide["block_size"] = wide_block;
                    const Case run = with_outputs(e, spec->run(e, wide, 1));  // a whole-block format: throws, not applicable
@@ -109,7 +110,9 @@ void add_default_block_size(const FormatSpec& f, std::vector<KnownVariant>& out,
                      if (w >= wide_scale.size()) return std::nullopt;
                      scale[s] = wide_scale[w];
                    }
-                   return with_codes(*spec, e, p, run.require("codes").u8(), std::move(scale));
+                   std::optional<Case> made = with_codes(*spec, e, p, run.require("codes").u8(), std::move(scale), true);
+                   if (made && e.find("dequant")) made->add(run.require("dequant"));
+                   return made;
                  }});
 }
 

@@ -5,7 +5,10 @@
 // subnormal flushed, a NaN written as +NaN): variants_blocks.cpp's, with the CPU table's coding of a
 // block here. The element variants (the search, the table, the normalization) are
 // variants_codebook.cpp's; the other back ends, variants_params.cpp's.
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <utility>
 
 #include "lowbit/codebook.hpp"
 #include "variants.hpp"
@@ -26,12 +29,42 @@ BlockRequantizer cpu_requantizer(const Case& e, const nlohmann::json& p) {
   };
 }
 
+// Two threads splitting the elements at (n / 2) rounded down to a multiple of 64 instead of splitting
+// the blocks: the block holding the split coded as two partial blocks, each with its own absmax, the
+// stored absmax the second part's. nullopt where the split falls on a block boundary.
+std::optional<Case> split_mid_block(const FormatSpec& f, const Case& e, const nlohmann::json& p) {
+  const Tensor* input = e.find("input");
+  if (!input || input->dtype != DType::F32) return std::nullopt;
+  const std::vector<float> x = input->f32();
+  const std::size_t block = positive_size_param(p, "block_size"), mid = (x.size() / 2) & ~std::size_t{63};
+  const std::size_t b = mid / block, start = b * block, end = std::min(x.size(), start + block);
+  std::vector<float> scale = e.require("scale").f32();
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  if (start == mid || b >= scale.size() || codes.size() != x.size()) return std::nullopt;
+  const BlockRequantizer requantize = cpu_requantizer(e, p);
+  if (!requantize) return std::nullopt;
+  for (const auto& [from, to] : {std::pair{start, mid}, std::pair{mid, end}}) {
+    const std::span<const float> part = std::span<const float>(x).subspan(from, to - from);
+    float absmax = 0.0f;  // the format's own fold: max from 0, NaN ignored
+    for (float v : part) absmax = std::max(absmax, std::fabs(v));
+    scale[b] = requantize(part, absmax, std::span<std::uint8_t>(codes).subspan(from, to - from));
+  }
+  return with_codes(f, e, p, std::move(codes), std::move(scale));
+}
+
 }  // namespace
 
 void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   if (!f.name.starts_with("bnb.blockwise8.")) return;
   add_absmax_slips(f, out, cpu_requantizer);
   add_default_block_size(f, out, "quantize_blockwise's default, bitsandbytes functional.py");
+  // a kernel's own threads splitting the elements where the library's split the blocks (the battery's
+  // input of 2^20 + 1000 elements)
+  const FormatSpec* spec = &f;
+  out.push_back({"threads-split-mid-block",
+                 "the reference with the block holding element (n / 2) & ~63 coded as two partial blocks split there "
+                 "(threads splitting the elements, not the blocks), the stored absmax the second part's",
+                 [spec](const Case& e, const nlohmann::json& p) { return split_mid_block(*spec, e, p); }});
   // q[code] * absmax can be subnormal (a block of subnormals), and 0 * Inf is NaN (the unsigned map's
   // code 0 in a block holding an Inf)
   add_dequant_slips(out, true, true);

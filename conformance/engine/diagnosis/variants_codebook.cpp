@@ -6,6 +6,7 @@
 // clip). bitsandbytes' block variants are variants_bnb.cpp's; its other back ends are variants of the
 // backend parameter (variants_params.cpp).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <memory>
 
@@ -60,9 +61,10 @@ std::optional<Quantizer> quantizer_of(const FormatSpec& f, const Case& e, const 
 
 // The codes with each element's code from code_of(x, s) (its input and its block's reference
 // scale); where the scale is zero or not finite, or the input NaN, the reference's code is kept (a
-// zero or NaN block's codes are the format's own rule).
+// zero or NaN block's codes are the format's own rule). infinite_scales: an infinite scale's codes
+// made by code_of too (bitsandbytes' CPU table codes x * (1 / Inf) = 0 by its cells).
 template <class CodeOf>
-std::optional<std::vector<std::uint8_t>> recode(const Case& e, CodeOf code_of) {
+std::optional<std::vector<std::uint8_t>> recode(const Case& e, CodeOf code_of, bool infinite_scales = false) {
   const Tensor* input = e.find("input");
   const Tensor& ref = e.require("codes");
   if (!input || input->element_count() != ref.bytes.size()) return std::nullopt;
@@ -73,7 +75,7 @@ std::optional<std::vector<std::uint8_t>> recode(const Case& e, CodeOf code_of) {
     const std::size_t b = map.block_of(i);
     if (b >= scale.size()) return std::nullopt;
     const float x = input->value_as_float(i), s = scale[b];
-    if (std::isnan(x) || !std::isfinite(s) || s == 0.0f) continue;
+    if (std::isnan(x) || std::isnan(s) || (std::isinf(s) && !infinite_scales) || s == 0.0f) continue;
     codes[i] = code_of(x, s);
   }
   return codes;
@@ -172,13 +174,17 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out) 
             [](const Quantizer& q, float x, float s) {
               return codebook::bnb_cpu_exact_search(q.normalize(x, s), q.qmap);
             });
-    const auto lut = [&](std::string name, std::string description, std::uint16_t (*index)(float), Grid grid) {
+    // first_minus_one: the table built from the qmap with q[0] = -1 (the dequant reads the case's)
+    const auto lut = [&](std::string name, std::string description, std::uint16_t (*index)(float), Grid grid,
+                         bool first_minus_one = false) {
       out.push_back({std::move(name), std::move(description),
-                     [spec, index, grid](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     [spec, index, grid, first_minus_one](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
                        const auto q = quantizer_of(*spec, e, p);
                        if (!q || p.value("backend", "") != "cpu") return std::nullopt;
-                       const LutVariant v{lut_table(q->qmap, grid), index};
-                       auto codes = recode(e, [&](float x, float s) { return v(x * (1.0f / s)); });
+                       std::vector<float> map = q->qmap;
+                       if (first_minus_one) map.front() = -1.0f;
+                       const LutVariant v{lut_table(map, grid), index};
+                       auto codes = recode(e, [&](float x, float s) { return v(x * (1.0f / s)); }, true);
                        if (!codes) return std::nullopt;
                        return with_codes(*spec, e, p, std::move(*codes));
                      }});
@@ -190,6 +196,10 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out) 
         Grid::MidpointUp);
     lut("table-grid-double", "the CPU table with its grid -1 + 2t / 65535 computed in double (bitsandbytes' is float)",
         codebook::BnbCpuLut::index_of, Grid::Double);
+    // bitsandbytes <= 0.49.2's quantize_cpu set code[0] = -1.0f before searching (csrc/cpu_ops.cpp):
+    // a map that does not start at -1 (the unsigned ones) gets another first cell boundary
+    lut("table-code0-minus-one", "the CPU table built with the map's first entry set to -1 (bitsandbytes <= 0.49's "
+        "code[0] = -1.0f)", codebook::BnbCpuLut::index_of, Grid::Reference, true);
   }
   // denormals-are-zero over the whole kernel: the block absmax too is taken over the flushed inputs
   // (a block of subnormals is a zero block), so the reference runs on them
@@ -214,6 +224,24 @@ void add_codebook_variants(const FormatSpec& f, std::vector<KnownVariant>& out) 
   };
   scale("absmax-ignores-nan", "the reference with a block absmax that skips NaN", false, true);
   scale("scale-without-clip", "the reference without the 1e-12 floor of the block absmax", true, false);
+  // an element's block found by i >> ctz(block_size), a power of two assumed: at another block size
+  // each element divided by another stored block's scale (the last one past the end)
+  out.push_back({"block-index-by-shift",
+                 "the reference with element i divided by the scale of block i >> ctz(block_size) (a power-of-two "
+                 "block size assumed; the last block's past the end)",
+                 [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                   const auto q = quantizer_of(*spec, e, p);
+                   const Tensor* input = e.find("input");
+                   const std::size_t block = positive_size_param(p, "block_size");
+                   if (!q || !input || input->dtype != DType::F32 || std::has_single_bit(block)) return std::nullopt;
+                   const std::vector<float> x = input->f32(), scale = e.require("scale").f32();
+                   if (scale.empty() || x.size() != e.require("codes").element_count()) return std::nullopt;
+                   const int shift = std::countr_zero(block);
+                   std::vector<std::uint8_t> codes(x.size());
+                   for (std::size_t i = 0; i < x.size(); ++i)
+                     codes[i] = q->search(x[i] / scale[std::min(i >> shift, scale.size() - 1)]);
+                   return with_codes(*spec, e, p, std::move(codes));
+                 }});
   // torchao's optimizers' block_size keyword (Adam8bit 256, Adam4bit 128) hard-coded. The dequant: its
   // scale is at least 1e-12 and the map's smallest nonzero magnitude far above 2^-126 / 1e-12, so
   // q * scale is never subnormal (no flush to find); a NaN scale is torch.amax's +NaN 0x7FC00000,

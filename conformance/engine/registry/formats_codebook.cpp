@@ -2,6 +2,7 @@
 // 8-bit, 4-bit and FP8 block-wise states, bitsandbytes' block-wise 8-bit quantization, and lowbit's
 // plain per-block E4M3 (fp8.perblock.e4m3); with the audit's round trip of each block-wise format.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -404,8 +405,13 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.auxiliary_inputs = [map](const nlohmann::json&) {
     return std::vector<Tensor>{f32_tensor("qmap", torchao_table({{"map", map}, {"linspace", "fma"}}))};
   };
-  f.edge_inputs = [map](const nlohmann::json& p) {
-    return codebook_edges(torchao_table({{"map", map}, {"linspace", "fma"}}), block_size_from(p));
+  f.edge_inputs = [map, bits](const nlohmann::json& p) {
+    const std::size_t block = block_size_from(p);
+    std::vector<float> edges = codebook_edges(torchao_table({{"map", map}, {"linspace", "fma"}}), block);
+    // 4-bit codes are packed in pairs over the whole state: at an odd block size, an odd number of
+    // blocks gets one more block of zeros
+    if (bits == 4 && edges.size() % 2 != 0) edges.resize(edges.size() + block, 0.0f);
+    return edges;
   };
   f.dequantize_reads = {"codes", "scale", "qmap"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
@@ -428,8 +434,10 @@ FormatSpec torchao_codebook_format(int bits, bool is_signed) {
   f.round_trip_pads = true;
   f.whole_blocks = true;
   // torchao takes any block size that divides the state: one element a block (4-bit: a byte packs
-  // two blocks), and a block as large as the battery's random input
-  f.battery_block_sizes = {1, 4096};
+  // two blocks), an odd one that is no power of two (33: an element's block found by a shift, or a
+  // vector loop over whole blocks of 8 or 16, goes wrong; 4-bit: bytes straddle blocks), and a block
+  // as large as the battery's random input
+  f.battery_block_sizes = {1, 33, 4096};
   if (!is_signed) f.refuses_negative = "n/a (unsigned map: the data has negative values)";
   return f;
 }
@@ -508,7 +516,7 @@ FormatSpec torchao_fp8_format() {
   f.round_trip_stores = {"codes", "scale"};  // OptimStateFp8: codes, scale
   f.round_trip_pads = true;
   f.whole_blocks = true;
-  f.battery_block_sizes = {1, 4096};  // as torchao's codebook states
+  f.battery_block_sizes = {1, 33, 4096};  // as torchao's codebook states
   return f;
 }
 
@@ -555,7 +563,7 @@ FormatSpec fp8_perblock_format() {
   };
   f.round_trip_blocks = any_power_of_two();
   f.round_trip_stores = {"codes", "scale"};
-  f.battery_block_sizes = {1, 4096};  // any block size, a partial tail allowed
+  f.battery_block_sizes = {1, 33, 4096};  // any block size, a partial tail allowed (at 33: 4096 = 124 · 33 + 4)
   return f;
 }
 
@@ -632,6 +640,11 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
     if (backend == blockwise::BnbBackend::CudaIeee && input.dtype != DType::F32)
       throw std::runtime_error("backend cuda-ieee takes F32 input only (the CUDA kernel's 16-bit loads and stores are "
                                "not modelled); got " + std::string(dtype_name(input.dtype)));
+    // bitsandbytes 0.50.2 backends/cuda/ops.py quantize_blockwise: "blocksize not in (64, 128, 256, 512,
+    // 1024, 2048, 4096)" raises (the kernels are compiled for those only)
+    if (backend == blockwise::BnbBackend::CudaIeee && (block < 64 || block > 4096 || !std::has_single_bit(block)))
+      throw std::runtime_error("backend cuda-ieee takes block sizes 64, 128, 256, 512, 1024, 2048 and 4096 only "
+                               "(bitsandbytes' CUDA back end); got " + std::to_string(block));
     // widening bf16 and f16 is exact; a NaN's bits reach only the default back end's absmax
     std::vector<float> x = optimizer_io::widened(input);
     if (backend == blockwise::BnbBackend::Default && input.dtype == DType::F16) torch_f16_nan_bits(x);
@@ -662,11 +675,21 @@ FormatSpec bnb_blockwise_format(const std::string& variant, const std::string& d
   f.auxiliary_inputs = [map_of](const nlohmann::json& p) { return std::vector<Tensor>{f32_tensor("qmap", map_of(p))}; };
   f.edge_inputs = [map_of](const nlohmann::json& p) { return codebook_edges(map_of(p), block_size_from(p)); };
   f.table_edge_inputs = [map_of](const nlohmann::json& p) { return bnb_cpu_table_edges(map_of(p), block_size_from(p)); };
-  // the smallest block size bitsandbytes takes (64) and its optimizers' (256); 4096, the default, is the largest
-  f.battery_block_sizes = {64, 256};
+  // the smallest block size bitsandbytes' CUDA back end takes (64) and its optimizers' (256); 4096, the
+  // default, is its largest. The CPU and default back ends take any positive size (backends/cpu/ops.py,
+  // backends/default/ops.py; a partial tail allowed): 33, neither a power of two nor even, with a tail
+  // of 4 in the random input (4096 = 124 · 33 + 4); backend cuda-ieee refuses it (run above)
+  f.battery_block_sizes = {33, 64, 256};
+  // bitsandbytes' CPU library splits its blocks over OpenMP threads at any size (0.50 csrc/cpu_ops.cpp
+  // quantize_cpu_impl: "omp parallel for" over blocks, each block whole in one thread); a kernel of its
+  // own that splits the elements (not the blocks) above some size shows it only there: 2^20 + 1000
+  // elements, above the usual thresholds (torch's grain of 32 768, the reference's 2^16), a tail of 1000
+  f.battery_large_count = (std::size_t{1} << 20) + 1000;
   // bitsandbytes' 8-bit optimizers keep their second moments with the unsigned dynamic map
-  // (optim/optimizer.py: create_dynamic_map(signed=False)); the linear map is bnb.blockwise8.linear's
-  if (default_map == "dynamic_signed") f.battery_params.push_back({{"map", "dynamic_unsigned"}});
+  // (optim/optimizer.py: create_dynamic_map(signed=False)); the linear map's unsigned form
+  // (functional.py create_linear_map(signed=False): linspace(0, 1, 256)) is the one whose q[0] is not
+  // -1, where a table built after bitsandbytes <= 0.49's code[0] = -1 differs (signed: q[0] is -1)
+  f.battery_params.push_back({{"map", default_map == "dynamic_signed" ? "dynamic_unsigned" : "linear_unsigned"}});
   f.dequantize_reads = {"codes", "scale", "qmap"};
   f.dequantize = [](const Case& c, const nlohmann::json& p) {
     return blockwise::bnb_dequantize(c.require("codes").u8(), c.require("scale").f32(), c.require("qmap").f32(),

@@ -92,6 +92,10 @@ struct FormatSpec {
   // "What the battery reaches"): the smallest and the largest the library takes, and any it uses in
   // practice (bitsandbytes' optimizers' 256).
   std::vector<std::size_t> battery_block_sizes;
+  // The element count of one more random input, larger than every other of the battery (0: none), for
+  // the formats whose libraries split their work over threads: a kernel that splits its own above a
+  // size, off a block boundary, is caught only above that size (docs/verifying-a-kernel.md).
+  std::size_t battery_large_count = 0;
   // Parameter values the libraries use in practice besides the defaults (bitsandbytes' optimizers
   // quantize their second moments with the unsigned dynamic map: {"map": "dynamic_unsigned"}), each
   // of which the default battery also runs on its boundary and special inputs.
