@@ -29,9 +29,17 @@ const std::vector<KnownValues>& known_values() {
   return v;
 }
 
-// What a value means where the name alone does not say it.
-std::string note(const std::string& key, const std::string& value) {
-  if (key == "cpu_capability" && value == "default") return " (torch's scalar kernels: multiply-adds not fused)";
+// What a value means where the name alone does not say it; cpu_capability by what it changes in the
+// format (the registry's comments on each: formats_codebook.cpp, formats_coat_fake.cpp, the optimizers')
+std::string note(const FormatSpec& f, const std::string& key, const std::string& value) {
+  if (key == "cpu_capability" && value == "default") {
+    if (f.name == "torchao.fp8")
+      return " (torch's scalar kernels: the dequant's NaN where code and scale are both NaN, by the scalar multiply's lanes)";
+    if (f.name.starts_with("bnb.blockwise8."))
+      return " (torch's scalar kernels: the default back end's NaN absmax of a tail block and its bf16 dequant's NaN)";
+    if (f.name == "coat.fake.symm") return " (torch's scalar kernels: RQ = Q * scale's NaN where both are NaN)";
+    return " (torch's scalar kernels: multiply-adds not fused)";
+  }
   if (key == "backend" && value == "cuda-ieee") return " (the CUDA kernel's search)";
   if (key == "backend" && value == "default") return " (the pure-PyTorch back end)";
   if (key == "division" && value == "div-full") return " (the GPU's div.full.f32: a * rcp.approx(b))";
@@ -46,7 +54,7 @@ void add_param_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
     if (!f.default_params.contains(k.key)) continue;
     for (const char* value : k.values) {
       const std::string key = k.key, val = value;
-      out.push_back({key + "=" + val, fmt::format("the reference with {} {}{}", k.what, val, note(key, val)),
+      out.push_back({key + "=" + val, fmt::format("the reference with {} {}{}", k.what, val, note(f, key, val)),
                      [&f, key, val](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
                        if (p.contains(key) && p.at(key) == val) return std::nullopt;  // the case's own: not a variant
                        nlohmann::json q = p;
