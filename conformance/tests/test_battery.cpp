@@ -486,6 +486,11 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       // gradient-blocks' zero block under a fresh state: Lion's interpolation exactly 0
       {"mutant_lion_sign_zero_positive", 256, {"gradient-blocks.n4133.seed6.std0.5.step1"},
        "--input normal:n=4096,seed=1,std=0.5 --input adam-v:n=4096,seed=2"},
+      // bitsandbytes' partial tail in an optimizer step (gradient-blocks' 4133 elements)
+      {"mutant_bnb_optimizer_tail_not_stepped", 256,
+       {"gradient-blocks.n4133.seed6.std0.5.step1", "gradient-blocks.n4133.seed6.std0.5.step2",
+        "gradient-blocks.n4133.seed6.std0.5.step3"},
+       "--input normal:n=4096,seed=1,std=0.5 --input adam-v:n=4096,seed=2"},
       // AdEMAMix's schedulers with periods of their own (t_alpha 2, t_beta3 4; the old run had both 2)
       {"mutant_ademamix_beta3_over_t_alpha", 256,
        {"normal.n4096.seed4.std0.5.t_alpha-2.t_beta3-4.step1", "normal.n4096.seed4.std0.5.t_alpha-2.t_beta3-4.step2",
@@ -556,7 +561,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 61);
+  CHECK(mutants == 62);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {

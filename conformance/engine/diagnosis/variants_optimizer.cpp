@@ -5,6 +5,7 @@
 // AdamW's decoupled decay for an L2 one, the CPU's decayed numerator in the CUDA kernel, AdEMAMix's alpha
 // scheduler one step late. Everything else is the reference's own: its scalars, its dequantizer, its
 // element functions (the CUDA model's slot and launch) and the quantizer its state uses.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -289,6 +290,33 @@ std::optional<Case> ademamix_beta3_over_t_alpha(const Case& e, const nlohmann::j
       });
 }
 
+// bitsandbytes' CPU step over whole blocks only: the reference's step with the partial last block's
+// parameter, codes and absmax as the case's inputs hold them (an in-place kernel that never reached them).
+std::optional<Case> tail_not_stepped(const Case& e, const nlohmann::json& p) {
+  const std::size_t block = positive_size_param(p, "block_size");
+  const Tensor& param = e.require("param");
+  const std::size_t n = param.element_count(), whole = n / block * block;
+  if (whole == n || param.dtype != DType::F32) return std::nullopt;  // no tail (or a bf16 parameter: not this variant's)
+  const auto at = [whole](auto& v) { return v.begin() + static_cast<std::ptrdiff_t>(whole); };
+  const Case ref = with_outputs(e, find_format(e.format())->run(e, p, 1));  // the reference's step, then its tail undone
+  std::vector<float> next = ref.require("param.next").f32();
+  const std::vector<float> before = param.f32();
+  std::copy(at(before), before.end(), at(next));
+  std::vector<Tensor> out = {Tensor::from_f32("param.next", e.require("param.next").shape, next)};
+  for (const Tensor& t : e.tensors()) {
+    if (!t.name.ends_with(".codes") || !e.find(t.name + ".next")) continue;
+    const std::string state = t.name.substr(0, t.name.size() - 6);
+    std::vector<std::uint8_t> codes = ref.require(t.name + ".next").u8();
+    const std::vector<std::uint8_t> old = t.u8();
+    std::copy(at(old), old.end(), at(codes));
+    std::vector<float> scale = ref.require(state + ".scale.next").f32();
+    scale.back() = e.require(state + ".scale").f32().back();
+    out.push_back(Tensor::from_bytes(t.name + ".next", DType::U8, e.require(t.name + ".next").shape, codes));
+    out.push_back(Tensor::from_f32(state + ".scale.next", e.require(state + ".scale.next").shape, scale));
+  }
+  return with_outputs(e, std::move(out));
+}
+
 // ---- torchao's Adam -----------------------------------------------------------------------------
 
 // torchao's step on a codebook state with the moments' lerp weights exchanged: beta where torch.lerp
@@ -353,6 +381,10 @@ constexpr const char* kAlphaLate =
     "the reference with AdEMAMix's alpha scheduler one step late, min((step - 1) alpha / t_alpha, alpha), where "
     "bitsandbytes schedules with the step it is taking";
 
+constexpr const char* kTailNotStepped =
+    "the reference with the partial last block not stepped: its parameter, codes and absmax as they were (a loop "
+    "over whole blocks only)";
+
 // The whole-step variants by the formats (name prefix) they apply to.
 struct StepVariant {
   const char* formats;
@@ -368,6 +400,12 @@ constexpr StepVariant kStepVariants[] = {
      "the reference with the weight decay after the update, (p + u)(1 - lr wd) (bitsandbytes' CUDA kernel's order), "
      "where its CPU back end decays first, p (1 - lr wd) + u"},
     {"bnb.ademamix8bit.cpu", "ademamix-alpha-one-step-late", ademamix_alpha_late, kAlphaLate},
+    {"bnb.adam8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
+    {"bnb.lion8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
+    {"bnb.momentum8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
+    {"bnb.rmsprop8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
+    {"bnb.adagrad8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
+    {"bnb.ademamix8bit.cpu", "tail-not-stepped", tail_not_stepped, kTailNotStepped},
     {"bnb.ademamix8bit.cpu", "ademamix-beta3-over-t-alpha", ademamix_beta3_over_t_alpha,
      "the reference with AdEMAMix's beta3 scheduler dividing the step by t_alpha, where bitsandbytes divides it by "
      "t_beta3"},
