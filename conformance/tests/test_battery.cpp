@@ -452,6 +452,9 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
     std::string old = old_battery(block);  // the battery before the inputs that catch it
   };
   const std::string unsigned_map = ".map-dynamic_unsigned", linear_unsigned = ".map-linear_unsigned";
+  // the element-wise FP8 casts' battery before the 16-bit inputs
+  const std::string old_cast_battery =
+      "--input edges --input special --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 --input lognormal:n=4096,seed=3";
   std::vector<Mutant> mutants = {
       // the lookup table's cells: division against the reciprocal (subnormal absmaxes too: 1 / a overflows)
       {"mutant_bnb_division", 4096, {"table-edges", "tiny-blocks", "table-edges" + unsigned_map, "tiny-blocks" + unsigned_map}},
@@ -512,12 +515,14 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       // COAT's group quantizers: groups of one special value as whole tiles, a tile ending on its
       // maximum, the other group sizes COAT builds (16 and 128)
       {"mutant_coat_act_all_nan_scale", 16,
-       {"special-blocks", "nan-tiles", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"}, old_coat_battery(2048, 8192)},
+       {"special-blocks", "nan-tiles", "special-blocks.group_size-128", "special-blocks.fp8-e5m2",
+        "special-blocks.bf16"}, old_coat_battery(2048, 8192)},
       {"mutant_coat_act_zero_group_codes_zero", 16,
-       {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2"},
+       {"special-blocks", "special-blocks.group_size-128", "special-blocks.fp8-e5m2", "special-blocks.bf16"},
        old_coat_battery(2048, 8192)},
       {"mutant_coat_perblock_absmax_short", 128,
-       {"special-blocks", "nan-tiles", "special-blocks.group_size-16", "special-blocks.fp8-e5m2"},
+       {"special-blocks", "nan-tiles", "special-blocks.group_size-16", "special-blocks.fp8-e5m2",
+        "special-blocks.bf16"},
        old_coat_battery(16384, 65536)},
       {"mutant_coat_act_group16_absmax", 16, {"special-blocks.group_size-128", "normal.n131072.seed5.group_size-128"},
        old_coat_battery(2048, 8192)},
@@ -534,6 +539,11 @@ TEST_CASE("each mutant of a new input class or parameter value passes the old ba
       {"mutant_coat_symm_ties_even", 16, {"edges", "edges.col_block-8.row_block-4"},
        "--input special --input special:n=288 --input normal:n=4096,seed=1 --input outliers:n=4096,seed=2 "
        "--input lognormal:n=4096,seed=3 --input special-blocks"},
+      // the 16-bit inputs: every bf16 and f16 value (as float32 too: the round bit with the bit below it
+      // alone), f16 NaN payloads in an F16 tensor, a bf16 input's bf16 dequant
+      {"mutant_fp8_sticky_short", 0, {"all-bf16", "all-bf16.bf16", "all-f16", "all-f16.f16"}, old_cast_battery},
+      {"mutant_fp8_f16_nan_inf", 0, {"all-f16.f16"}, old_cast_battery},
+      {"mutant_bnb_bf16_dequant_truncated", 4096, {"normal.bf16.n4096.seed1", "special-blocks.bf16"}},
   };
   // coat.fake.symm's blocks more than one row high (battery_params 4 x 8), its inputs two blocks across
   mutants.push_back({"mutant_coat_symm_flat_blocks", 16,
@@ -561,7 +571,7 @@ TEST_CASE("every mutant of the bank is caught by the default battery without gol
     const Run r = lowbit_cli("verify --kernel " + plugin("mutant_" + name) + " --no-golden");
     CHECK(r.code == 1);
   }
-  CHECK(mutants == 62);
+  CHECK(mutants == 65);
 }
 
 TEST_CASE("verify --param: every generated case takes it; a bad key or value is one line, exit 2") {
@@ -572,7 +582,7 @@ TEST_CASE("verify --param: every generated case takes it; a bad key or value is 
   // the battery's own block sizes and maps give way to the given ones: each run once
   CHECK(ok.output.find("ok       edges.block_size-256.map-dynamic_unsigned:") != std::string::npos);
   CHECK(ok.output.find("block_size-64") == std::string::npos);
-  CHECK(ok.output.find("12 of 12 cases conformant") != std::string::npos);
+  CHECK(ok.output.find("16 of 16 cases conformant") != std::string::npos);  // 12, and the bf16 and f16 inputs
   // caught only with the unsigned map: given it, the old inputs catch it too
   const Run caught = lowbit_cli("verify --kernel " + plugin("mutant_bnb_dequant_nan_positive") +
                                 " --no-golden --input special --param map=dynamic_unsigned");

@@ -25,7 +25,8 @@ mkdir -p "$out" || exit 2
 
 status=0
 # check EXPECTED_EXIT PLUGIN [KERNEL [SUFFIX VERIFY_ARGS...]]: verify on plugins/PLUGIN.so (its kernel
-# KERNEL; with SUFFIX, on VERIFY_ARGS' inputs instead of the default ones), reports into OUT_DIR
+# KERNEL; with SUFFIX, on VERIFY_ARGS' inputs instead of the default ones; VERIFY_ARGS after an empty
+# SUFFIX are more options of the default run), reports into OUT_DIR
 check() {
   local expected=$1 plugin=$2 kernel=${3:-} suffix=${4:-} code
   shift $(($# < 4 ? $# : 4))
@@ -46,7 +47,7 @@ check 0 cuda_perblock_plugin
 check 1 cuda_mutant_perblock_reciprocal
 for format in torchao.codebook8.signed torchao.codebook8.unsigned torchao.codebook4.signed torchao.codebook4.unsigned \
               torchao.fp8 bnb.blockwise8.dynamic bnb.blockwise8.linear; do
-  check 0 cuda_blockwise_plugin "cuda.$format"
+  check 0 cuda_blockwise_plugin "cuda.$format" "" --f32-only  # the kernels take float32 inputs only
 done
 check 1 cuda_mutant_blockwise_ties_down cuda.ties-down.torchao.codebook8.signed
 # COAT's FP8 AdamW step (device/kernels/coat_plugin.cu): optimizer formats, 3 steps of each default

@@ -35,6 +35,7 @@ struct VerifyArguments {
   std::string kernel_memory;  // --kernel-memory (its default set with the option)
   std::string golden = shipped_golden_dir().string();
   bool no_golden = false;
+  bool f32_only = false;
   bool strict = false;
   std::string save_cases;
   int threads = 1;
@@ -70,6 +71,7 @@ int run_verify(VerifyArguments o) {
   run.steps = o.steps;
   run.golden = o.no_golden ? "" : o.golden;
   run.save_cases = o.save_cases;
+  run.f32_only = o.f32_only;
   run.threads = o.threads;
   run.made_by = {std::string("lowbit ") + version(), std::string("lowbit verify ") + version()};
   VerifyEvents events;
@@ -122,6 +124,9 @@ Subcommand add_verify_command(CLI::App& parent) {
   add_kernel_memory_option(*cmd, o->kernel_memory);
   cmd->add_option("--golden", o->golden, "Golden folder whose cases of the format the kernel also runs")->capture_default_str();
   cmd->add_flag("--no-golden", o->no_golden, "Skip the golden cases");
+  cmd->add_flag("--f32-only", o->f32_only,
+                "The kernel takes float32 inputs only: skip the battery's bf16 and f16 inputs and the golden\n"
+                "cases of a 16-bit input (each said)");
   cmd->add_flag("--strict", o->strict, "Every mismatch fails, also those the policy allows (recorded in the report)");
   cmd->add_option("--save-cases", o->save_cases,
                   "Folder for the expected and actual case of every case that does not conform (to attach to a\n"

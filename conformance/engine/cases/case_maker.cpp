@@ -13,10 +13,11 @@ namespace {
 
 std::string param_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
-// "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable.
+// "normal:n=4096,seed=3" with lr 0.01 -> "normal.n4096.seed3.lr-0.01": readable and stable (a dtype by
+// its name alone: "special-blocks:dtype=bf16" -> "special-blocks.bf16").
 std::string case_stem(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params) {
   std::string name = spec.kind;
-  for (const auto& [k, v] : spec.args) name += "." + k + v;
+  for (const auto& [k, v] : spec.args) name += "." + (k == "dtype" ? v : k + v);  // "normal.bf16.n4096.seed1"
   return file_name_safe(name + differing_params(format, params));
 }
 
@@ -69,6 +70,18 @@ CaseToRun table_case(const FormatSpec& format, const nlohmann::json& params, con
 }
 
 namespace {
+
+// The generated input as a tensor of the dtype its input spec names (values already narrowed to it: exact).
+Tensor input_tensor(DType dtype, std::vector<std::int64_t> shape, const std::vector<float>& values) {
+  if (dtype == DType::F32) return Tensor::from_f32("input", std::move(shape), values);
+  std::vector<std::uint8_t> bytes(values.size() * 2);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const std::uint16_t h = narrowed_bits(dtype, values[i]);
+    bytes[2 * i] = static_cast<std::uint8_t>(h);
+    bytes[2 * i + 1] = static_cast<std::uint8_t>(h >> 8);
+  }
+  return Tensor::from_bytes("input", dtype, std::move(shape), bytes);
+}
 
 // A case of no elements checks nothing, and a kernel that writes nothing would pass it: refused
 // (normal:n=0, edges:n=0, an empty tensor of a file) before any case is made.
@@ -125,7 +138,7 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     values.resize(values.size() + shape.padding, 0.0f);
     require_elements(spec, values.size(), "the input");
     Case in;
-    in.add(Tensor::from_f32("input", shape.shape, values));
+    in.add(input_tensor(spec.dtype(), shape.shape, values));
     std::string described = spec.text + shape.described;
     if (const std::size_t zeros = special_padding(spec, format, params))
       described += " (padded with " + std::to_string(zeros) + " zeros to a whole block of " +
@@ -133,6 +146,9 @@ void for_each_case(const FormatSpec& format, const nlohmann::json& params, const
     run(with_metadata(std::move(in), format, params, stem, described, spec.seed(), made_by));
     return;
   }
+  if (spec.dtype() != DType::F32)
+    throw std::invalid_argument("input spec '" + spec.text + "': " + format.name +
+                                " steps float32 parameters and gradients; drop dtype");
   // gradient-blocks' special blocks are the gradients': its parameter is the normal kind's draw
   InputSpec param_spec = spec;
   if (spec.kind == "gradient-blocks") param_spec.kind = "normal";
@@ -251,6 +267,23 @@ std::vector<InputRun> default_input_runs(const FormatSpec& f, const nlohmann::js
     for (const std::string spec : {"edges", "table-edges", "tiny-blocks", "special", "special-blocks"})
       if ((spec != "table-edges" || f.table_edge_inputs) && (spec != "tiny-blocks" || !block_param.empty()))
         runs.push_back({spec, p});
+  }
+  // 16-bit inputs, for a format whose input takes them: the kernel's bf16 or f16 path (its widening,
+  // outputs in that dtype). An element-wise format gets every bit pattern of the dtype, as float32
+  // (every round bit with its sticky bits alone, at every exponent) and as that dtype (subnormals, Inf,
+  // every NaN payload); a block or tile format the random input and the special blocks narrowed to it
+  const TensorSpec* input = f.tensor("input");
+  for (const DType d : {DType::BF16, DType::F16}) {
+    if (!input || std::find(input->schema.dtypes.begin(), input->schema.dtypes.end(), d) == input->schema.dtypes.end())
+      continue;
+    const std::string dtype = d == DType::BF16 ? "bf16" : "f16";
+    if (block_param.empty() && !f.input_tile) {
+      push("all-" + dtype);
+      push("all-" + dtype + ":dtype=" + dtype);
+    } else {
+      push("normal:n=" + n + ",seed=1,dtype=" + dtype);
+      push("special-blocks:dtype=" + dtype);
+    }
   }
   return runs;
 }

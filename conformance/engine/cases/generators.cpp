@@ -1,7 +1,10 @@
 #include "lowbit/generators.hpp"
 
+#include "lowbit/bf16_round.hpp"
 #include "lowbit/block_inputs.hpp"
 #include "lowbit/file_input.hpp"
+#include "lowbit/float_bits.hpp"
+#include "lowbit/narrow16.hpp"
 #include "lowbit/strict_number.hpp"
 #include "lowbit/parallel_blocks.hpp"
 
@@ -29,8 +32,20 @@ const std::map<std::string, std::set<std::string>>& known_keys() {
       {"nan-tiles", {"n", "seed"}},
       {"adam-m", {"n", "seed", "steps", "std", "spread"}}, {"adam-v", {"n", "seed", "steps", "std", "spread"}},
       {"gradient-blocks", {"n", "seed", "std"}},
+      {"all-bf16", {"n", "seed"}},                    {"all-f16", {"n", "seed"}},
   };
   return keys;
+}
+
+// Every bit pattern of a 16-bit float, 0x0000 to 0xFFFF in order, as its float32 value (exact): at
+// every exponent every pattern of the mantissa bits a 16-bit input holds (the round bit of a narrower
+// format with its sticky bits alone, the values random floats never hit), the subnormals, Inf and
+// every NaN payload.
+std::vector<float> every_16bit_value(DType d) {
+  std::vector<float> v(65536);
+  for (std::uint32_t h = 0; h < v.size(); ++h)
+    v[h] = d == DType::BF16 ? widen_bf16(static_cast<std::uint16_t>(h)) : widen_f16(static_cast<std::uint16_t>(h));
+  return v;
 }
 
 
@@ -97,6 +112,25 @@ AdamSpec adam_spec_of(const InputSpec& spec) {
 
 }  // namespace
 
+DType InputSpec::dtype() const {
+  const auto it = args.find("dtype");
+  if (it == args.end() || it->second == "f32") return DType::F32;
+  if (it->second == "bf16") return DType::BF16;
+  if (it->second == "f16") return DType::F16;
+  throw std::invalid_argument("input spec '" + text + "': dtype must be f32, bf16 or f16 (got '" + it->second + "')");
+}
+
+std::uint16_t narrowed_bits(DType d, float x) {
+  const std::uint32_t u = bits_of(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) {  // NaN: its sign and the top of its payload, still a NaN
+    const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000u);
+    const std::uint16_t payload = d == DType::BF16 ? (u >> 16) & 0x7Fu : (u >> 13) & 0x3FFu;
+    const std::uint16_t ones = d == DType::BF16 ? 0x7F80u : 0x7C00u, quiet = d == DType::BF16 ? 0x40u : 0x200u;
+    return static_cast<std::uint16_t>(sign | ones | (payload ? payload : quiet));
+  }
+  return d == DType::BF16 ? bf16_round_nearest_even(x) : f16_round_nearest_even(x);
+}
+
 std::uint64_t InputSpec::seed() const { return static_cast<std::uint64_t>(whole("seed", 1, 0, kMaxSeed)); }
 std::size_t InputSpec::count() const { return static_cast<std::size_t>(whole("n", 4096, 0, kMaxCount)); }
 
@@ -144,7 +178,7 @@ InputSpec parse_input_spec(const std::string& text) {
       if (eq == std::string::npos || eq == 0)
         throw std::invalid_argument("input spec '" + text + "': '" + item + "' is not key=value");
       const std::string key = item.substr(0, eq);
-      if (!keys->second.count(key))
+      if (!keys->second.count(key) && key != "dtype")
         throw std::invalid_argument("input spec '" + text + "': kind " + s.kind + " takes no '" + key + "'");
       s.args[key] = item.substr(eq + 1);
       if (comma == std::string::npos) break;
@@ -157,7 +191,9 @@ InputSpec parse_input_spec(const std::string& text) {
   s.whole("steps", 10, 1, 100000);
   s.whole("nu", 3, 1, kMaxNu);
   s.whole("block", 256, 1, kMaxCount);
-  for (const auto& [key, value] : s.args) s.number(key, 0);  // the real-valued keys: finite numbers
+  s.dtype();
+  for (const auto& [key, value] : s.args)
+    if (key != "dtype") s.number(key, 0);  // the real-valued keys: finite numbers
   return s;
 }
 
@@ -198,9 +234,9 @@ std::size_t special_padding(const InputSpec& spec, const FormatSpec& format, con
   return (block - n % block) % block;
 }
 
-std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
-                                   int threads) {
-  if (spec.kind == "file") return file_input_values(spec);
+namespace {
+
+std::vector<float> generated_f32(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params, int threads) {
   std::mt19937_64 rng(spec.seed());
   const std::size_t n = spec.count();
   if (spec.kind == "edges") {
@@ -231,6 +267,8 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     return gradient_blocks(spec, format, params,
                            drawn(rng, n, 2, threads, [=](std::size_t, const std::uint64_t* d) { return std * standard_normal_of(d); }));
   }
+  if (spec.kind == "all-bf16") return cycled(every_16bit_value(DType::BF16), spec);
+  if (spec.kind == "all-f16") return cycled(every_16bit_value(DType::F16), spec);
   if (spec.kind == "normal") {
     const double mean = spec.number("mean", 0), std = spec.number("std", 1);
     return drawn(rng, n, 2, threads, [=](std::size_t, const std::uint64_t* d) { return mean + std * standard_normal_of(d); });
@@ -268,6 +306,20 @@ std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& form
     });
   }
   throw std::logic_error("generate_inputs: kind '" + spec.kind + "' has no generator");  // parse_input_spec knows every kind
+}
+
+}  // namespace
+
+std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,
+                                   int threads) {
+  if (spec.kind == "file") return file_input_values(spec);
+  std::vector<float> v = generated_f32(spec, format, params, threads);
+  if (const DType d = spec.dtype(); d != DType::F32)
+    for (float& x : v) {
+      const std::uint16_t h = narrowed_bits(d, x);
+      x = d == DType::BF16 ? widen_bf16(h) : widen_f16(h);
+    }
+  return v;
 }
 
 std::vector<float> adam_moment(const AdamSpec& s, int threads) {

@@ -8,7 +8,8 @@ namespace lowbit {
 namespace {
 
 bool fixed_list(const InputSpec& spec) {
-  for (const char* kind : {"special", "edges", "scaled-edges", "table-edges", "tiny-blocks", "special-blocks", "nan-tiles"})
+  for (const char* kind : {"special", "edges", "scaled-edges", "table-edges", "tiny-blocks", "special-blocks", "nan-tiles",
+                           "all-bf16", "all-f16"})
     if (spec.kind == kind) return !spec.args.count("n");
   return false;
 }

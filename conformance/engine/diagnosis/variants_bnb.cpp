@@ -2,15 +2,17 @@
 // the CPU back end does differently with a whole block rather than with one element. Its block absmax
 // (a subnormal one taken as 0, a fold started from the first |x|, a partial last block read one
 // element short), its block size (4096 whatever block_size says), and its dequantized values (a
-// subnormal flushed, a NaN written as +NaN): variants_blocks.cpp's, with the CPU table's coding of a
-// block here. The element variants (the search, the table, the normalization) are
+// subnormal flushed, a NaN written as +NaN: variants_blocks.cpp's, with the CPU table's coding of a
+// block here; a bf16 input's truncated to bf16). The element variants (the search, the table, the normalization) are
 // variants_codebook.cpp's; the other back ends, variants_params.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <memory>
 #include <utility>
 
+#include "lowbit/blockwise.hpp"
 #include "lowbit/codebook.hpp"
+#include "lowbit/float_bits.hpp"
 #include "variants.hpp"
 
 namespace lowbit::diagnosis {
@@ -52,6 +54,25 @@ std::optional<Case> split_mid_block(const FormatSpec& f, const Case& e, const nl
   return with_codes(f, e, p, std::move(codes), std::move(scale));
 }
 
+// bitsandbytes' dequantized values of a bf16 input (its dtype) as the top 16 bits of the float32
+// q[code] * absmax, truncated, where the library rounds to nearest even (CPU float_to_bf16, torch's
+// .to(bfloat16)); the codes and absmaxes the reference's
+std::optional<Case> bf16_dequant_truncated(const Case& e, const nlohmann::json& p) {
+  const Tensor* dequant = e.find("dequant");
+  const Tensor* qmap = e.find("qmap");
+  if (!dequant || dequant->dtype != DType::BF16 || !qmap || qmap->dtype != DType::F32) return std::nullopt;
+  const std::vector<float> d = blockwise::bnb_dequantize(e.require("codes").u8(), e.require("scale").f32(), qmap->f32(),
+                                                         positive_size_param(p, "block_size"));
+  if (d.size() != dequant->element_count()) return std::nullopt;
+  std::vector<std::uint8_t> bytes;
+  for (float v : d) {
+    const std::uint32_t top = bits_of(v) >> 16;
+    bytes.push_back(static_cast<std::uint8_t>(top & 0xFFu));
+    bytes.push_back(static_cast<std::uint8_t>(top >> 8));
+  }
+  return with_outputs(e, {Tensor::from_bytes("dequant", DType::BF16, dequant->shape, bytes)});
+}
+
 }  // namespace
 
 void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
@@ -68,6 +89,9 @@ void add_bnb_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   // q[code] * absmax can be subnormal (a block of subnormals), and 0 * Inf is NaN (the unsigned map's
   // code 0 in a block holding an Inf)
   add_dequant_slips(out, true, true);
+  out.push_back({"dequant-bf16-truncated",
+                 "the reference with a bf16 input's dequantized values truncated to bf16, not rounded to nearest even",
+                 bf16_dequant_truncated});
 }
 
 }  // namespace lowbit::diagnosis

@@ -1,8 +1,9 @@
 // The variants of an FP8 quantizer: the element-wise casts (fp8.<format>.<overflow>), torchao's FP8
 // block-wise state (torchao.fp8) and the per-block E4M3 kernel (fp8.perblock.e4m3). Each changes one
-// thing of the reference: the rounding rule (ties away from zero, ties toward zero, toward zero), the
-// value the cast sees (a subnormal input flushed, double rounding through bf16 or f16, x * (1/s) for
-// x / s), the codes written (subnormal results flushed, NaN sign or payload), or torchao's block scale
+// thing of the reference: the rounding rule (ties away from zero, ties toward zero, toward zero, a
+// sticky bit one short), the value the cast sees (a subnormal input flushed, double rounding through
+// bf16 or f16, x * (1/s) for x / s, an f16 NaN rounded to Inf by a bit trick), the codes written
+// (subnormal results flushed, NaN sign or payload), or torchao's block scale
 // (amax * (1/448), rounded to bf16, an absmax that skips NaN, no 1e-12 clip, a NaN scale that keeps
 // the first NaN element's bits), or the per-block kernel's zero block (-0.0 keeping its sign). The
 // casts go through fp8's encode_with, the reference's knob for the rounding predicate
@@ -23,17 +24,30 @@ namespace {
 
 using fp8::detail::Truncated;
 
-enum class Rounding { NearestEven, TiesAway, TiesTowardZero, TowardZero };
+// StickyShort: a hand-written encoder's sticky mask one bit short, (1 << (shift - 2)) - 1: the bit just
+// below the round bit is missed, so a value above a midpoint by that bit alone rounds as a tie (to
+// even); at every target (one shift per exponent), or at normal targets only (subnormal ones by
+// another path, as encoders that special-case them do).
+enum class Rounding { NearestEven, TiesAway, TiesTowardZero, TowardZero, StickyShort, StickyShortNormal };
 
-// Whether the magnitude rounds up, by rule (Truncated: the kept code and the discarded fraction).
-bool rounds_up(const Truncated& t, Rounding r) {
+// Whether the magnitude rounds up, by rule (Truncated: the kept code and the discarded fraction;
+// normal_shift: the discarded bits of a normal target, 23 - the format's mantissa bits).
+bool rounds_up(const Truncated& t, Rounding r, int normal_shift) {
   if (t.shift >= 64) return false;  // below a quarter of the smallest step
   const std::uint64_t half = std::uint64_t{1} << (t.shift - 1);
+  const bool nearest_even = t.rem > half || (t.rem == half && (t.code & 1u));
   switch (r) {
-    case Rounding::NearestEven: return t.rem > half || (t.rem == half && (t.code & 1u));
+    case Rounding::NearestEven: return nearest_even;
     case Rounding::TiesAway: return t.rem >= half;
     case Rounding::TiesTowardZero: return t.rem > half;
     case Rounding::TowardZero: return false;
+    case Rounding::StickyShortNormal:
+      if (t.shift != normal_shift) return nearest_even;
+      [[fallthrough]];
+    case Rounding::StickyShort: {
+      const bool sticky = t.shift >= 2 && (t.rem & ((half >> 1) - 1)) != 0;
+      return (t.rem & half) && (sticky || (t.code & 1u));
+    }
   }
   return false;
 }
@@ -41,7 +55,7 @@ bool rounds_up(const Truncated& t, Rounding r) {
 std::uint8_t encode(fp8::FormatId id, float y, const fp8::Policy& p, Rounding r) {
   return fp8::dispatch(id, [&](auto format) {
     using F = decltype(format);
-    return fp8::detail::encode_with<F>(y, p, [r](const Truncated& t) { return rounds_up(t, r); });
+    return fp8::detail::encode_with<F>(y, p, [r](const Truncated& t) { return rounds_up(t, r, 23 - F::mantissa_bits); });
   });
 }
 
@@ -151,6 +165,26 @@ std::uint8_t nan_payload(fp8::FormatId id, std::uint8_t c) {
 std::uint8_t nan_payload_swapped(fp8::FormatId id, std::uint8_t c) {
   if (!is_nan_code(id, c)) return c;
   return static_cast<std::uint8_t>((c & 0x80u) | ((c & 0x7Fu) == 0x7Fu ? 0x7Eu : 0x7Fu));
+}
+
+// An f16 input cast to E5M2 by the bit trick (h + 0x7F + lsb) >> 8 on its magnitude, the NaN test made
+// on the result: an f16 NaN whose payload lies in the 8 dropped bits (magnitude 0x7C01 to 0x7C80)
+// rounds down to the Inf pattern, and is coded as the policy codes an Inf of its sign; every other
+// element the reference's (the trick is the cast on every number).
+std::optional<std::vector<std::uint8_t>> f16_nan_rounded_to_inf(const Fp8Quantizer& q, const Case& e) {
+  const Tensor* input = e.find("input");
+  std::vector<std::uint8_t> codes = e.require("codes").u8();
+  if (q.kind != Fp8Quantizer::Kind::Cast || q.id != fp8::FormatId::E5M2 || !input || input->dtype != DType::F16 ||
+      input->element_count() != codes.size())
+    return std::nullopt;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (std::size_t i = 0; i < codes.size(); ++i) {
+    const std::uint64_t h = input->bits_at(i);
+    const std::uint64_t magnitude = h & 0x7FFFu;
+    if (magnitude > 0x7C00u && magnitude <= 0x7C80u)
+      codes[i] = encode(q.id, (h & 0x8000u) ? -inf : inf, q.policy, Rounding::NearestEven);
+  }
+  return codes;
 }
 
 // torchao.fp8's block scale, another way: from the block's values, what the kernel divides by.
@@ -271,6 +305,11 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   element("ties-away", "the reference with ties away from zero", Rounding::TiesAway, Seen::Reference);
   element("ties-toward-zero", "the reference with ties toward zero", Rounding::TiesTowardZero, Seen::Reference);
   element("toward-zero", "the reference rounding toward zero (truncation)", Rounding::TowardZero, Seen::Reference);
+  element("sticky-bit-one-short", "the reference with a sticky bit that misses the bit just below the round bit",
+          Rounding::StickyShort, Seen::Reference);
+  element("sticky-bit-one-short-normal",
+          "the reference with a sticky bit that misses the bit just below the round bit, at normal targets only",
+          Rounding::StickyShortNormal, Seen::Reference);
   element("flush-subnormal-inputs", "the reference with subnormal inputs taken as zero", Rounding::NearestEven,
           Seen::FlushedInput);
   edited("flush-subnormal-outputs", "the reference with subnormal codes flushed to zero", flush_subnormal, false);
@@ -278,6 +317,17 @@ void add_fp8_variants(const FormatSpec& f, std::vector<KnownVariant>& out) {
   element("double-rounding-f16", "the reference rounding through float16 first", Rounding::NearestEven, Seen::ViaF16);
   edited("nan-sign-flipped", "the reference with the sign of every NaN code flipped", nan_sign_flipped, true);
   edited("nan-sign-dropped", "the reference with every NaN code positive", nan_sign_dropped, true);
+  if (quantizer_of(f, resolve_params(f, {}))->id == fp8::FormatId::E5M2 && !scaled)
+    out.push_back({"f16-nan-rounded-to-inf",
+                   "the reference with an f16 NaN whose payload lies in the 8 bits E5M2 drops cast as Inf (the bit "
+                   "trick (h + 0x7F + lsb) >> 8 with the NaN test after it)",
+                   [spec](const Case& e, const nlohmann::json& p) -> std::optional<Case> {
+                     const auto q = quantizer_of(*spec, p);
+                     if (!q) return std::nullopt;
+                     auto codes = f16_nan_rounded_to_inf(*q, e);
+                     if (!codes) return std::nullopt;
+                     return with_codes(*spec, e, p, std::move(*codes));
+                   }});
   if (quantizer_of(f, resolve_params(f, {}))->id == fp8::FormatId::E5M2) {
     edited("nan-payload-11", "the reference with NaN codes S.11111.11 (torch's and CUDA's)", nan_payload<0x7F>, true);
     edited("nan-payload-10", "the reference with NaN codes S.11111.10 (ml_dtypes')", nan_payload<0x7E>, true);

@@ -14,22 +14,21 @@ namespace lowbit {
 
 namespace {
 
-bool is_16bit_float(DType d) { return d == DType::BF16 || d == DType::F16; }
-
 // Why verify passes over a golden case, or "" when the kernel runs it. A case of another back end of
 // the format (bnb.blockwise8's `backend`, the one parameter that picks an implementation) is that
 // implementation's, not this kernel's: verify holds a kernel to the format's default back end, as its
 // generated inputs are. Likewise a case of another torch CPU capability (`cpu_capability`: the machine
-// the library ran on, not an arithmetic a kernel chooses), and a 16-bit `input` (bnb.blockwise8's bf16
-// and f16 cases: verify's own inputs are float32; conform checks the reference on them).
-std::string golden_skip(const FormatSpec& format, const Case& golden, const std::string& path) {
+// the library ran on, not an arithmetic a kernel chooses). A 16-bit `input` (bnb.blockwise8's bf16 and
+// f16 cases) is run: the battery holds the kernel to its 16-bit path too.
+std::string golden_skip(const FormatSpec& format, const Case& golden, const std::string& path, bool f32_only) {
   const nlohmann::json given = golden.params();
+  if (const Tensor* input = golden.find("input"); f32_only && input && input->dtype != DType::F32)
+    return fmt::format("skipped  golden {}: input {} (the kernel takes F32 only: --f32-only)", printable(path),
+                       dtype_name(input->dtype));
   for (const char* key : {"backend", "cpu_capability"})
     if (given.contains(key) && format.default_params.contains(key) && given.at(key) != format.default_params.at(key))
       return fmt::format("skipped  golden {}: {} {} (verify checks the default, {})", printable(path), key,
                          printable(given.at(key).dump()), printable(format.default_params.at(key).dump()));
-  if (const Tensor* input = golden.find("input"); input && is_16bit_float(input->dtype))
-    return fmt::format("skipped  golden {}: input {} (verify's inputs are F32)", printable(path), dtype_name(input->dtype));
   return {};
 }
 
@@ -218,6 +217,10 @@ VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const 
     record(verify_case(k, format, run_reference(format, c.inputs, o.threads), o.policy, c.stem));
   }
   for (const InputRun& run : runs) {
+    if (o.f32_only && defaults && parse_input_spec(run.spec).dtype() != DType::F32) {
+      skip(fmt::format("skipped  {}: a 16-bit input (the kernel takes F32 only: --f32-only)", printable(run.spec)));
+      continue;
+    }
     try {
       for_each_reference_case(
           format, run, o.steps, o.made_by, defaults,
@@ -237,7 +240,7 @@ VerifyReport verify(const KernelUnderReview& k, const FormatSpec& format, const 
     const Manifest manifest = read_golden_manifest(o.golden);
     for (const ManifestEntry* e : select_entries(manifest, format.name)) {
       Case golden = read_verified_case(o.golden, *e);
-      if (const std::string why = golden_skip(format, golden, e->path); !why.empty()) {
+      if (const std::string why = golden_skip(format, golden, e->path, o.f32_only); !why.empty()) {
         skip(why);
         continue;
       }

@@ -29,7 +29,11 @@ namespace lowbit {
 //   times them, one holding a NaN, one +Inf, one -Inf, moving with the seed; an optimizer's parameter
 //   is the normal draw, its gradients these: lowbit/block_inputs.hpp),
 //   adam-m, adam-v (steps=10, std=1e-3, spread=1: synthetic AdamW moments, AdamSpec below),
+//   all-bf16, all-f16 (every bit pattern of the 16-bit float, 0x0000 to 0xFFFF, as its value: at every
+//   exponent every mantissa a 16-bit input holds, subnormals, Inf, every NaN payload),
 //   file:PATH[:TENSOR] (the user's own tensor from a safetensors file: lowbit/file_input.hpp).
+// Every generated kind also takes dtype (f32, the default; bf16 or f16): the input tensor's dtype, each
+// value narrowed to it by narrowed_bits (a kernel's 16-bit path; all-bf16:dtype=bf16 is every bf16).
 // Every kind takes n (default 4096) and seed (default 1). special, the edges and the blocks are fixed lists: without
 // n the whole list; with n its first n values, the list repeated from its start when n is longer.
 // The largest n: 2^28 float32 values are 1 GiB; golden generate holds the input, the reference's
@@ -46,12 +50,19 @@ struct InputSpec {
   std::string text;  // as given, for provenance
   std::uint64_t seed() const;
   std::size_t count() const;
+  DType dtype() const;  // the dtype key: F32 (absent or f32), BF16 or F16; std::invalid_argument otherwise
   double number(const std::string& key, double fallback) const;
   // number() that must be a whole number in [lo, hi]; std::invalid_argument naming key and range.
   double whole(const std::string& key, double fallback, double lo, double hi) const;
 };
 
 InputSpec parse_input_spec(const std::string& text);
+
+// A float32 value as the bits of a 16-bit float d (BF16 or F16): rounded to nearest, ties to even
+// (overflow to Inf, gradual underflow); a NaN keeps its sign and the top of its payload (the quiet bit
+// set only where those bits are all zero, so it stays a NaN). Exact on every value d holds, NaN
+// payloads included: all-f16:dtype=f16 is every f16 bit pattern.
+std::uint16_t narrowed_bits(DType d, float x);
 
 // The transforms every generator draws with, for other code that needs its own distributions:
 // uniform in [0, 1) from the top 53 bits, and a standard normal by Box-Muller (the cosine branch
@@ -72,7 +83,8 @@ struct AdamSpec {
 };
 std::vector<float> adam_moment(const AdamSpec& spec, int threads = 1);
 
-// The values of a spec; edges asks the format (with its params) for its boundaries.
+// The values of a spec (narrowed to its dtype and widened again: exactly the input tensor's values);
+// edges asks the format (with its params) for its boundaries.
 // std::invalid_argument on a bad spec. threads: how many make the values of a random kind (the
 // draws stay one sequence, taken in order): the same values for any count.
 std::vector<float> generate_inputs(const InputSpec& spec, const FormatSpec& format, const nlohmann::json& params,

@@ -62,6 +62,9 @@ struct VerifyOptions {
                                     // A folder without MANIFEST.json is passed over (the caller refuses one named by the user)
   std::string save_cases;           // a folder for the expected and actual case of each non-conformant case; "": none
   int threads = 1;                  // the inputs' and the reference's threads: the same bytes for any count
+  // The kernel takes float32 inputs only (our CUDA block-wise kernels and their host twins): the
+  // battery's bf16 and f16 inputs and the golden cases of a 16-bit input are passed over, each said
+  bool f32_only = false;
   MadeBy made_by;                   // the metadata of the cases made ("lowbit 0.1.0", "lowbit verify 0.1.0")
   std::optional<CudaDevice> device; // a CUDA kernel's GPU, for the reports
 };
