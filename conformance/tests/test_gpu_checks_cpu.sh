@@ -47,7 +47,10 @@ echo "not a library" >"$tmp/fake.so"
 expect "--bnb-entry-points on a file that is no library exits 2 with one line naming it" test $? -eq 2 -a "$(wc -l <"$tmp/stderr")" -eq 1 -a -n "$(grep -F "$tmp/fake.so" "$tmp/stderr")"
 "$build/bin/lowbit-gpu-checks" --bnb-entry-points >/dev/null 2>"$tmp/stderr"
 expect "--bnb-entry-points without --bnb-library exits 2" test $? -eq 2
-wheel_lib=$(ls "$src"/.venv/lib/python3*/site-packages/bitsandbytes/libbitsandbytes_cuda130.so 2>/dev/null | head -1)
+# the wheel's folder as the .venv's Python finds it (the pinned packages live outside the clone:
+# scripts/setup-python.sh); find_spec locates the package without importing it (and torch)
+wheel_dir=$("$src"/.venv/bin/python -c "import importlib.util as u; s = u.find_spec('bitsandbytes'); print(s.submodule_search_locations[0] if s else '')" 2>/dev/null || true)
+wheel_lib=$(ls "${wheel_dir:-/nonexistent}"/libbitsandbytes_cuda130.so 2>/dev/null | head -1)
 if [[ -n $wheel_lib ]]; then
   "$build/bin/lowbit-gpu-checks" --bnb-entry-points --bnb-library "$wheel_lib" >"$tmp/stdout" 2>"$tmp/stderr"
   rc=$?
@@ -58,7 +61,7 @@ if [[ -n $wheel_lib ]]; then
     expect "... one 'has' line each" test "$(grep -c '^has ' "$tmp/stdout")" -eq 8
   fi
 else
-  echo "skipped: no bitsandbytes wheel in $src/.venv (its libbitsandbytes_cuda130.so)"
+  echo "skipped: no bitsandbytes wheel for $src/.venv (its libbitsandbytes_cuda130.so; scripts/setup-python.sh installs it)"
 fi
 
 cd "$src"

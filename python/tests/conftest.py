@@ -15,6 +15,15 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 GOLDEN = os.path.join(REPO, "golden")
 
 
+def pytest_collection_modifyitems(items):
+    """With pytest-xdist's --dist loadgroup (scripts/test-all.sh runs two workers), the tests of one file
+    run on one worker, so that a module-scoped fixture (a torchrun job) runs once; and every test that
+    takes the session's `job` joins one group, so that the 2-rank job runs once, not once per worker."""
+    for item in items:
+        group = "torchrun-job" if "job" in getattr(item, "fixturenames", ()) else item.path.name
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture
 def one_rank_gloo():
     """This process as the only rank of a gloo process group, and its one-rank CPU device mesh."""
