@@ -32,7 +32,8 @@ else
   failed=1
 fi
 
-# run_target TARGET SEED_DIR RUNS MAX_LEN [OPTION...]
+# run_target TARGET SEED_DIR RUNS MAX_LEN [OPTION...]: one target's fixed executions; its summary lines
+# go to build/fuzz/TARGET.out, its exit status to build/fuzz/TARGET.status
 run_target() {
   local target=$1 seeds=$2 runs=$3 max_len=$4 corpus=build/fuzz/corpus/$1 log=build/fuzz/$1.log start=$SECONDS
   shift 4
@@ -44,30 +45,52 @@ run_target() {
   else
     tail -n 80 "$log"
     echo "fuzz-smoke: $target: FAILED (log $log)"
-    failed=1
+    return 1
   fi
 }
 
-run_target fuzz_case_reader conformance/fuzz/seeds_reader "$reader_runs" 4096
+run_dcp() {
+  local start=$SECONDS
+  if .venv/bin/python python/tests/fuzz_dcp.py --runs "$dcp_runs" --seed 1 --artifacts build/fuzz/artifacts/fuzz_dcp \
+       > build/fuzz/fuzz_dcp.log 2>&1; then
+    tail -n 1 build/fuzz/fuzz_dcp.log
+    echo "fuzz-smoke: fuzz_dcp: ok ($dcp_runs runs, $((SECONDS - start)) s)"
+  else
+    tail -n 80 build/fuzz/fuzz_dcp.log
+    echo "fuzz-smoke: fuzz_dcp: FAILED (log build/fuzz/fuzz_dcp.log)"
+    return 1
+  fi
+}
+
+# The targets run side by side, one per core (each is one single-threaded process with its own seed
+# and execution count, so each does exactly what it does alone); their output is printed in this order.
+.venv/bin/python -c "import lowbit" 2>/dev/null || bash scripts/setup-python.sh
+names=()
+side_by_side() {  # side_by_side NAME COMMAND...: starts it once fewer than nproc are running
+  local name=$1
+  shift
+  while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
+  names+=("$name")
+  { if "$@" > "build/fuzz/$name.out" 2>&1; then echo 0; else echo 1; fi > "build/fuzz/$name.status"; } &
+}
+rm -f build/fuzz/*.status
+side_by_side fuzz_case_reader run_target fuzz_case_reader conformance/fuzz/seeds_reader "$reader_runs" 4096
 # The pipeline targets grow their inputs from one-byte seeds at once (-len_control=0). Entropic
 # scheduling took a third of an execution's time (perf) and is off; ASan records no allocation stacks
 # (rerun a finding's input for them).
+run_pipeline_target() {  # runs in side_by_side's background subshell: the exports end with it
+  export ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0
+  run_target "$1" conformance/fuzz/seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
+}
 for target in fuzz_inspect fuzz_compare fuzz_conform; do
-  ASAN_OPTIONS=malloc_context_size=0 LSAN_OPTIONS=print_suppressions=0 \
-    run_target "$target" conformance/fuzz/seeds_pipeline "$pipeline_runs" 4096 -len_control=0 -entropic=0
+  side_by_side "$target" run_pipeline_target "$target"
 done
 # The plugin host: inputs are scripts of up to 512 bytes, the plugin's table and its kernels' behaviour.
-run_target fuzz_plugin_host conformance/fuzz/seeds_plugin "$plugin_runs" 512 -len_control=0
-
-.venv/bin/python -c "import lowbit" 2>/dev/null || bash scripts/setup-python.sh
-start=$SECONDS
-if .venv/bin/python python/tests/fuzz_dcp.py --runs "$dcp_runs" --seed 1 --artifacts build/fuzz/artifacts/fuzz_dcp \
-     > build/fuzz/fuzz_dcp.log 2>&1; then
-  tail -n 1 build/fuzz/fuzz_dcp.log
-  echo "fuzz-smoke: fuzz_dcp: ok ($dcp_runs runs, $((SECONDS - start)) s)"
-else
-  tail -n 80 build/fuzz/fuzz_dcp.log
-  echo "fuzz-smoke: fuzz_dcp: FAILED (log build/fuzz/fuzz_dcp.log)"
-  failed=1
-fi
+side_by_side fuzz_plugin_host run_target fuzz_plugin_host conformance/fuzz/seeds_plugin "$plugin_runs" 512 -len_control=0
+side_by_side fuzz_dcp run_dcp
+wait
+for name in "${names[@]}"; do
+  cat "build/fuzz/$name.out"
+  [ "$(cat "build/fuzz/$name.status" 2>/dev/null)" = 0 ] || failed=1
+done
 exit "$failed"
