@@ -49,5 +49,8 @@ if [ -n "$(ls -d "$site"/torch "$site"/numpy 2>/dev/null)" ]; then
 fi
 
 [ "${1:-}" = "--env-only" ] && exit 0
-.venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
+# CXX as CMake's presets pick it (c++ unless CXX is set): scikit-build-core would take the interpreter's
+# own (sysconfig's g++), and ccache keys its objects by the compiler's name, so the release build's
+# objects would not serve this build
+CXX=${CXX:-c++} .venv/bin/pip install -q --disable-pip-version-check --no-build-isolation ./python
 echo "setup-python: .venv ready ($root/.venv, pinned packages from $pinned)" >&2
