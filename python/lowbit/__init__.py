@@ -188,7 +188,10 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
       the format's outputs, NumPy arrays or torch tensors on any device, of the dtypes and shapes the
       format makes. It runs in this process (trusted code: no time or memory limit); an exception it
       raises, or a wrong output, fails that case. `name` names it in the reports (default
-      module.qualname).
+      module.qualname). It runs between calls as it found the process: the working directory, the
+      environment and the signal handlers are restored after every call. A KeyboardInterrupt, SystemExit
+      or GeneratorExit it raises (or Ctrl-C during the run) stops the run and is raised as itself; an
+      output that cannot be read fails that case with the reason.
 
     Either runs on the default battery (or `inputs`, a list of input specs such as "normal:n=4096") and on
     the golden cases of the format in the folder `golden` (None: none), each compared with the reference
@@ -206,8 +209,9 @@ def verify(kernel, format: str, name: str = None, inputs=None, steps: int = 3, p
     steps = _args.whole("steps", steps, 1, 1000)
     policy = "" if policy is None else (policy if isinstance(policy, str) else _args.path("policy", policy))
     strict = _args.flag("strict", strict)
-    golden = "" if golden is None else _args.path("golden", golden)
-    save_cases = "" if save_cases is None else _args.path("save_cases", save_cases)
+    # absolute before the run: a Python kernel runs in this process, and the folders must stay the ones named
+    golden = "" if golden is None else os.path.abspath(_args.path("golden", golden))
+    save_cases = "" if save_cases is None else os.path.abspath(_args.path("save_cases", save_cases))
     threads = _args.whole("threads", threads, 1, 1024)
     if param is None:
         param = {}

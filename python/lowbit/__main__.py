@@ -7,15 +7,23 @@ torch (a torch distributed-checkpoint folder, single- or multi-rank, or a torch.
                                                    `lowbit audit --state OUT` and `lowbit inspect OUT`
 
 The checkpoint is read as hostile input (docs/python.md, "Reading files you did not write"), a DCP folder
-one part at a time; OUT is written whole or not at all and never replaces anything. Exit codes as the
-`lowbit` command's: 0 done, 2 a bad file or usage, with one line on stderr naming it.
+one part at a time; OUT is written whole or not at all and never replaces anything, even when SIGINT,
+SIGTERM or SIGHUP stops the run (exit 128 + the signal's number, one line on stderr). Every name from a
+file (keys, paths) is printed escaped as the `lowbit` command prints it, and the command suggested after
+state-case is quoted for the shell. Exit codes as the `lowbit` command's: 0 done, 2 a bad file or usage,
+with one line on stderr naming it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
 import sys
+import threading
+
+from ._text import printable, shell_word
 
 USAGE = """usage: python -m lowbit inspect CHECKPOINT [--json] [--progress] [--bnb-block-size N]
        python -m lowbit audit CHECKPOINT [--formats LIST] [--block-sizes LIST] [--json] [--progress]
@@ -38,6 +46,42 @@ VALUED = {"inspect": {"--bnb-block-size"}, "audit": {"--bnb-block-size", "--form
 
 class Usage(Exception):
     """A bad command line: its message is the one line printed."""
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP, raised where the run is, as Ctrl-C's KeyboardInterrupt is: what is being
+    written unwinds and its temporary is removed (lowbit/_files.py) before the process ends."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stopped_by_signals():
+    """The block with SIGINT, SIGTERM and SIGHUP raising Stopped (their default would end the process
+    where it stands, a temporary left behind). Only the first raises: one arriving while the first
+    unwinds must not cut the removal short (SIGKILL still ends the process). The handlers that were
+    there are restored after the block (main() also runs inside pytest)."""
+    first = []
+
+    def stop(signum, frame):
+        if not first:
+            first.append(signum)
+            raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    previous = {s: signal.signal(s, stop) for s in STOPPING_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 class Progress:
@@ -160,10 +204,10 @@ def inspect(path, options) -> None:
         print(json.dumps({"checkpoint": path, "scope": sig.scope, "digest": sig.digest, "stored": sig.stored,
                           "dequantized": sig.dequantized, "states": states}, indent=1))
         return
-    print(path)
+    print(printable(path))
     for key, s in sig.states.items():
         fmt = s["format"] if isinstance(s["format"], str) else " + ".join(s["format"])
-        print(f"  {key}: {fmt}, shape {list(s['global_shape'])}, {len(s['chunks'])} chunk(s)")
+        print(f"  {printable(key)}: {fmt}, shape {list(s['global_shape'])}, {len(s['chunks'])} chunk(s)")
         for c in s["chunks"]:
             print(f"    offsets {list(c['offsets'])} shape {list(c['shape'])} {c['format']}")
         print(f"    dequantized values: {s['dequantized']}")
@@ -182,17 +226,17 @@ def audit(path, options) -> None:
         rows = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in r.items()} for r in rows]
         print(json.dumps({"checkpoint": path, "rows": rows, "warnings": warnings}, indent=1, allow_nan=False))
         return
-    print(path)
+    print(printable(path))
     for r in rows:
-        where = f"  {r['tensor']}: {r['format']} at block {r['block_size']}: "
+        where = f"  {printable(r['tensor'])}: {r['format']} at block {r['block_size']}: "
         if "not_applicable" in r:
-            print(where + r["not_applicable"])
+            print(where + printable(r["not_applicable"]))
             continue
         print(where + f"{r['bits_per_element']:.4g} bits per element, mean_abs {r['mean_abs']:.4g}, rel_l2 "
               f"{r['rel_l2']:.4g}, max_abs {r['max_abs']:.4g}, sqnr {r['sqnr_db']:.2f} dB" +
               (" (looks already quantized)" if r.get("looks_already_quantized") else ""))
     for w in warnings:
-        print(f"warning: {w}")
+        print(f"warning: {printable(w)}")
 
 
 def state_case(path, out, options) -> None:
@@ -200,8 +244,8 @@ def state_case(path, out, options) -> None:
 
     shapes = lowbit.dequantized_state_case(path, bnb_block_size=options["bnb_block_size"], out=out,
                                            progress=Progress(options["progress"]), replace=False)
-    print(f"{out}: {len(shapes)} dequantized state(s): {', '.join(shapes)}")
-    print(f"audit them with: lowbit audit --state {out} --tensors {','.join(shapes)}")
+    print(f"{printable(out)}: {len(shapes)} dequantized state(s): {', '.join(printable(k) for k in shapes)}")
+    print(f"audit them with: lowbit audit --state {shell_word(out)} --tensors {shell_word(','.join(shapes))}")
 
 
 def main(argv) -> int:
@@ -210,23 +254,37 @@ def main(argv) -> int:
         return 0
     operands = ["?"]
     try:
-        command, operands, options = parse(argv)
-        if command == "inspect":
-            inspect(operands[0], options)
-        elif command == "audit":
-            audit(operands[0], options)
-        else:
-            state_case(operands[0], operands[1], options)
+        with stopped_by_signals():
+            command, operands, options = parse(argv)
+            if command == "inspect":
+                inspect(operands[0], options)
+            elif command == "audit":
+                audit(operands[0], options)
+            else:
+                state_case(operands[0], operands[1], options)
+    except Stopped as e:  # what was being written is gone; the exit status a shell gives a signal's end
+        print(f"lowbit: stopped by {e}: nothing written", file=sys.stderr)
+        return 128 + e.signum
     except Usage as e:
-        print(f"lowbit: error: {e}", file=sys.stderr)
+        print(f"lowbit: error: {printable(e)}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, OSError) as e:  # CaseError is a ValueError: a bad file, named in the message
-        print(f"lowbit: error: {' '.join(str(e).split())[:2000]}", file=sys.stderr)
+        print(f"lowbit: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except Exception as e:  # anything else a file made torch raise: still one line, never a traceback
-        print(f"lowbit: error: {operands[0]}: {type(e).__name__}: {' '.join(str(e).split())[:2000]}", file=sys.stderr)
+        print(f"lowbit: error: {printable(operands[0])}: {type(e).__name__}: {_one_line(e)}", file=sys.stderr)
         return 2
     return 0
+
+
+def _one_line(e: Exception) -> str:
+    """An error's message as the lowbit command prints it: escaped (a key's newline or escape sequence
+    is shown, never acted on), at most 2 000 characters of it."""
+    try:
+        text = str(e)
+    except Exception:
+        text = "(a message that cannot be read)"
+    return printable(text)[:2000]
 
 
 if __name__ == "__main__":

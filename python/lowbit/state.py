@@ -638,23 +638,81 @@ def _gathered(group, value):
     return out
 
 
-def _collective(group, compute):
-    """compute() on every rank, gathered; when it fails on any rank, every rank raises (one ValueError
-    naming the rank and the fault, the failing rank its own exception), so that no rank waits for a
-    collective another rank never reaches, and none returns a partial signature."""
+def _reason(e: BaseException) -> str:
+    """'TypeName: message' of what a rank raised, on one line, as the other ranks are told it."""
+    try:
+        text = " ".join(str(e).split())
+    except Exception:
+        text = "(a message that cannot be read)"
+    return f"{type(e).__name__}: {text[:2000]}"
+
+
+def _abandoned_key(group) -> str:
+    return f"lowbit/collective-abandoned/{group.group_name}"
+
+
+def _abandon(group, reason: str) -> None:
+    """This rank leaves a gather it entered, half done (interrupted inside it, or its transport failed):
+    the reason goes to the job's store, where the other ranks read it when their gather fails, and the
+    group is aborted (torch's _abort_process_group; with gloo it closes the connections), so that their
+    gather fails now rather than at the group's timeout."""
     import torch.distributed as dist
 
     try:
-        value, error = compute(), None
-    except Exception as e:  # carried to the other ranks, raised below
-        value, error, mine = None, f"{type(e).__name__}: {e}", e
-    everyone = _gathered(group, (value, error))
-    if error is not None:
+        dist.distributed_c10d._get_default_store().set(_abandoned_key(group), reason)
+    except Exception:  # no store to tell: the abort alone ends the others' wait
+        pass
+    try:
+        dist.distributed_c10d._abort_process_group(group)
+    except Exception:  # a backend without abort: the others' gather ends when this process does
+        pass
+
+
+def _why_abandoned(group):
+    """The reason a rank that abandoned the group's gather left in the store, or None."""
+    import torch.distributed as dist
+
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        key = _abandoned_key(group)
+        return store.get(key).decode(errors="replace") if store.check([key]) else None
+    except Exception:
+        return None
+
+
+def _collective(group, compute):
+    """compute() on every rank, gathered. Whatever compute raises on a rank, an Exception or any other
+    BaseException (a KeyboardInterrupt, SystemExit), is carried to the other ranks by the same gather:
+    every rank reaches the same number of collectives, then every rank raises (one ValueError naming the
+    rank and its fault; the failing rank its own exception), so that no rank waits for a collective
+    another never reaches and none returns a partial signature. A rank stopped inside the gather itself
+    aborts the group with its reason (_abandon) and raises what stopped it; the others' gather then fails
+    at once, and they raise a ValueError with that reason."""
+    import pickle
+
+    import torch.distributed as dist
+
+    mine = None
+    try:  # pickled here, so that a value that cannot be is this rank's fault, carried like any other
+        value = pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)
+    except BaseException as e:  # carried to the other ranks, raised below
+        value, mine = None, e
+    try:
+        everyone = _gathered(group, (value, None if mine is None else _reason(mine)))
+    except BaseException as e:
+        why = _why_abandoned(group) if isinstance(e, Exception) else None
+        if why is not None:  # another rank left the gather: its reason, not the transport's error
+            raise ValueError(f"{why} (it left the collective; the process group is aborted)") from e
+        _abandon(group, f"rank {dist.get_rank()}: {_reason(e)}")
+        if mine is not None:
+            raise mine from e
+        raise
+    if mine is not None:
         raise mine
     for rank, (_, e) in enumerate(everyone):
         if e is not None:
             raise ValueError(f"rank {dist.get_global_rank(group, rank) if group is not None else rank}: {e}")
-    return [v for v, _ in everyone]
+    return [pickle.loads(v) for v, _ in everyone]  # the job's own ranks' values, as all_gather_object unpickles them
 
 
 def _walk_part(part, path, bnb_block_size):

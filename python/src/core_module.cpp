@@ -8,8 +8,10 @@
 #include <nanobind/stl/vector.h>
 
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <tuple>
 
 #include "case_convert.hpp"
@@ -190,6 +192,10 @@ OwnedBytes unpack_nibbles_py(Bytes packed, std::size_t count) {
 
 std::string sha256_py(Bytes bytes) { return sha256_hex({bytes.data(), bytes.size()}); }
 
+// Text from a file (a key, a path) as the C++ tools print it (printable.hpp): control characters and
+// invalid UTF-8 escaped, so that python -m lowbit prints a name as the lowbit command does.
+std::string printable_py(nb::bytes text) { return printable(std::string_view(text.c_str(), text.size())); }
+
 // The audit's measures of one format's round trip at one block size (audit.hpp), as a dict.
 nb::dict audit_py(const std::string& format, Floats x, std::size_t block_size, int threads) {
   const FormatSpec& f = format_named(format);
@@ -316,6 +322,15 @@ VerifyOptions verify_options(const FormatSpec& f, const std::vector<std::string>
   return o;
 }
 
+// A Python exception that stops a verify run of a Python function: a BaseException that is not an
+// Exception (KeyboardInterrupt, SystemExit, GeneratorExit from the kernel, or Ctrl-C between two cases,
+// raised at the next call), which lowbit/_callable.py lets through. It is deliberately no std::exception,
+// so that no handler of the engine takes it for an input's fault ("input 'edges': Traceback ..."): the
+// engine's objects unwind (locks, files), and lowbit.verify raises the exception itself.
+struct RunStopped {
+  nb::python_error error;
+};
+
 // The engine's verify on kernel k, with the lines `lowbit verify` prints as the cases come (each case
 // and each skip, after `lines` already there): the report's JSON text, Markdown, verdict, summary, lines.
 nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const VerifyOptions& o, std::vector<std::string> lines) {
@@ -323,6 +338,7 @@ nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const Verify
   events.case_done = [&](const VerifiedCase&, const std::string& line) { lines.push_back(line); };
   events.case_skipped = [&](const std::string& line) { lines.push_back(line); };
   VerifyReport r;
+  std::optional<nb::python_error> stopped;
   {
     // a plugin's kernel runs in child processes, and an in-process one takes the GIL for its own calls
     nb::gil_scoped_release release;
@@ -330,8 +346,11 @@ nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const Verify
       r = verify(k, f, o, events);
     } catch (const VerifyParamError& e) {
       throw std::invalid_argument("param " + e.param + ": " + e.why);
+    } catch (RunStopped& s) {
+      stopped.emplace(std::move(s.error));  // raised below, with the GIL held again
     }
   }
+  if (stopped) throw std::move(*stopped);  // nanobind restores it: the same exception, its traceback kept
   return nb::make_tuple(r.json.dump(2), r.markdown, r.conformant, r.summary, lines);
 }
 
@@ -378,7 +397,13 @@ InProcessKernel python_kernel(nb::handle runner, const std::string& format) {
     for (const Tensor* t : inputs) in.add(*t);
     nb::list wanted;
     for (const Tensor* t : like) wanted.append(nb::make_tuple(t->name, std::string(dtype_name(t->dtype)), t->shape));
-    const nb::tuple result = nb::cast<nb::tuple>(runner(case_to_python(in), wanted));
+    nb::object returned;
+    try {
+      returned = runner(case_to_python(in), wanted);
+    } catch (nb::python_error& e) {  // not the kernel's failure of a case (that comes back as text): stop
+      throw RunStopped{std::move(e)};
+    }
+    const nb::tuple result = nb::cast<nb::tuple>(returned);
     KernelRun run;
     run.failure = nb::cast<std::string>(result[1]);
     if (!run.failure.empty()) return run;
@@ -441,6 +466,7 @@ NB_MODULE(_core, m) {
   m.def("dequantize", &dequantize_py, "tensors"_a, "metadata"_a, "origin"_a);
   m.def("dequantized_signature", &signature_py, "values"_a);
   m.def("sha256", &sha256_py, "data"_a);
+  m.def("printable", &printable_py, "text"_a);
   m.def("unpack_nibbles", &unpack_nibbles_py, "packed"_a, "count"_a);
   m.def("audit", &audit_py, "format"_a, "x"_a, "block_size"_a, "threads"_a = 1);
   m.def("exact_round_trips", &exact_round_trips_py, "x"_a, "name"_a);

@@ -72,7 +72,7 @@ def test_torchao_s_own_functions_conform_and_their_reciprocal_variant_is_caught(
 @pytest.mark.parametrize("returns,says", [
     (lambda case: 1 / 0, "the kernel raised ZeroDivisionError: division by zero"),
     (lambda case: [1, 2], "returned list, not a dict of its outputs (codes, scale, dequant)"),
-    (lambda case: {"codes": np.zeros(3, np.uint8)}, "returned 'codes' as U8 [3]; torchao.codebook8.signed makes U8 [1280]"),
+    (lambda case: {"codes": np.zeros(3, np.uint8)}, "returned 'codes' of shape [3]; torchao.codebook8.signed makes U8 [1280]"),
     (lambda case: {**numpy_kernels.torchao_codebook8(case["input"], case["qmap"]), "extra": np.zeros(1)},
      "returned 'extra', which torchao.codebook8.signed does not make"),
     (lambda case: {**numpy_kernels.torchao_codebook8(case["input"], case["qmap"]), "scale": None}, "tensor 'scale'"),
