@@ -33,6 +33,13 @@ def _refuse_unless_regular(path: str) -> None:
     raise OSError(f"cannot write '{path}': {why}")
 
 
+def _remove(tmp: str) -> None:
+    try:
+        os.unlink(tmp)
+    except OSError:
+        pass
+
+
 @contextlib.contextmanager
 def atomic_file(path, replace=True):
     """A descriptor of a new temporary beside `path`, renamed onto `path` when the block ends without an
@@ -54,6 +61,9 @@ def atomic_file(path, replace=True):
             continue
         except OSError as e:
             raise OSError(f"cannot write '{path}': {e.strerror}") from None
+        except BaseException:  # a signal handled as the open returned (python -m lowbit's SIGTERM): the file,
+            _remove(tmp)       # if it was made, is ours (no one else can know the name), and goes
+            raise
     else:
         raise OSError(f"cannot write '{path}': {_TRIES} temporary names beside it were all taken")
     try:
@@ -71,10 +81,7 @@ def atomic_file(path, replace=True):
                 raise FileExistsError(f"cannot write '{path}': it exists (lowbit does not replace it)") from None
             os.unlink(tmp)
     except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        _remove(tmp)
         if isinstance(e, FileExistsError):
             raise
         if isinstance(e, OSError):

@@ -81,3 +81,18 @@ def test_the_file_is_replaced_whole(tmp_path):
     lowbit.save_case(target, CASE)
     assert target.read_bytes() == lowbit.case_bytes(CASE)
     assert np.array_equal(lowbit.load_case(target)["x"], CASE["x"])
+
+
+def test_a_signal_handled_as_the_temporary_is_opened_leaves_nothing(tmp_path, monkeypatch):
+    # issue 44: python -m lowbit's SIGTERM is raised where Python is, which can be the moment os.open has
+    # made the temporary and not yet returned its descriptor (old main: the temporary stayed)
+    real_open = os.open
+
+    def open_then_interrupted(name, *args):
+        os.close(real_open(name, *args))
+        raise KeyboardInterrupt("SIGTERM")
+
+    monkeypatch.setattr(_files.os, "open", open_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lowbit.save_case(str(tmp_path / "r.safetensors"), CASE)
+    assert os.listdir(tmp_path) == []
