@@ -331,11 +331,21 @@ struct RunStopped {
   nb::python_error error;
 };
 
+// After each case: Ctrl-C (or another signal whose Python handler raises) that came while the engine
+// ran, with no Python code to notice it, stops the run there, a plugin's as a function's.
+void stop_if_signalled() {
+  nb::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw RunStopped{nb::python_error()};
+}
+
 // The engine's verify on kernel k, with the lines `lowbit verify` prints as the cases come (each case
 // and each skip, after `lines` already there): the report's JSON text, Markdown, verdict, summary, lines.
 nb::tuple verified(const KernelUnderReview& k, const FormatSpec& f, const VerifyOptions& o, std::vector<std::string> lines) {
   VerifyEvents events;
-  events.case_done = [&](const VerifiedCase&, const std::string& line) { lines.push_back(line); };
+  events.case_done = [&](const VerifiedCase&, const std::string& line) {
+    lines.push_back(line);
+    stop_if_signalled();
+  };
   events.case_skipped = [&](const std::string& line) { lines.push_back(line); };
   VerifyReport r;
   std::optional<nb::python_error> stopped;
