@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -171,3 +172,23 @@ def test_a_broadcast_view_of_2_40_elements_fails_its_case_by_its_shape(view, lim
     lines = run.stdout.splitlines()
     assert len(lines) == 2 and lines[0].startswith("FAILED   edges: the kernel " + says), lines
     assert "torchao.codebook8.signed makes F32 [1280]" in lines[0] and lines[1].startswith("FAILED   special: ")
+
+
+def test_ctrl_c_stops_a_plugin_s_run_after_the_running_case():
+    # no Python code runs between a plugin's cases: old main noticed Ctrl-C once the whole run was over
+    from test_verify import plugin
+
+    reference = plugin("reference_plugin")
+    inputs = [f"normal:n={(1 << 21) + 256 * k}" for k in range(6)]
+    start = time.monotonic()
+    assert lowbit.verify(reference, FORMAT, inputs=inputs).conformant
+    whole = time.monotonic() - start
+    timer = threading.Timer(whole / 8, os.kill, (os.getpid(), signal.SIGINT))
+    start = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            timer.start()
+            lowbit.verify(reference, FORMAT, inputs=inputs)
+    finally:
+        timer.join()
+    assert time.monotonic() - start < whole / 2, whole
