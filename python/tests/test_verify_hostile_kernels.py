@@ -3,6 +3,7 @@ restored after every call, so it cannot make a golden case disappear; a BaseExce
 Ctrl-C during the run) leaves verify as itself once the run is cleaned up; an output it returns that
 cannot be read fails that case with the reason, and the run goes on."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,3 +193,20 @@ def test_ctrl_c_stops_a_plugin_s_run_after_the_running_case():
     finally:
         timer.join()
     assert time.monotonic() - start < whole / 2, whole
+
+
+def test_a_golden_case_the_kernel_removes_stops_the_run_naming_it(tmp_path):
+    # never passed over: the run ends with the reader's CaseError (the documented outcome)
+    import shutil
+
+    shutil.copy(os.path.join(GOLDEN, "MANIFEST.json"), tmp_path)
+    shutil.copytree(os.path.join(GOLDEN, "torchao", FORMAT), tmp_path / "torchao" / FORMAT)
+    victim = sorted((tmp_path / "torchao" / FORMAT).iterdir())[-1]
+
+    def remover(case):
+        if victim.exists():
+            victim.rename(tmp_path / "elsewhere")
+        return port(case)
+
+    with pytest.raises(lowbit.CaseError, match=re.escape(f"{victim}: cannot open")):
+        lowbit.verify(remover, FORMAT, inputs=["edges"], golden=tmp_path)
