@@ -54,6 +54,18 @@ def test_inspect_prints_every_name_escaped_and_forges_no_line(hostile, capsys):
     assert len(lines) == 1 + 2 * 3 + 3
 
 
+def test_audit_prints_every_name_escaped(hostile, capsys):
+    path = str(hostile / "states.pt")
+    assert main(["audit", path, "--formats", "torchao.codebook8.signed,torchao.codebook8.unsigned",
+                 "--block-sizes", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    lines = out.splitlines()
+    # the path, 2 states x 2 formats, and the already-quantized warning of each state: no line more
+    assert len(lines) == 1 + 4 + 2 and lines[0] == path.replace("\n", "\\n"), lines
+    assert sum(line.startswith("warning: state.p\\nsignature (whole): 0000\\x1B[2J") for line in lines) == 1, lines
+
+
 def test_the_suggested_command_pastes_back_as_the_same_arguments_and_runs_nothing(hostile, tmp_path, capsys):
     # old main: `--tensors state.q$(touch pwned)...` unquoted: pasted, it ran touch
     out = tmp_path / "a b$(touch pwned0)\x1b[31m.safetensors"
