@@ -57,6 +57,21 @@ def _is_torch_tensor(x) -> bool:
     return type(x).__module__.split(".")[0] == "torch" and hasattr(x, "detach") and hasattr(x, "dtype")
 
 
+def check_storage(name: str, t) -> None:
+    """ValueError naming the tensor unless a torch tensor's elements fit in the bytes of its storage
+    from its offset on, checked before anything copies it: a view that repeats its elements (stride 0,
+    overlapping strides) can claim 2^33 elements over 3 KB, and .contiguous() would allocate them all.
+    A checkpoint's tensors (torch.save and DCP keep a view's storage) hold their own elements."""
+    if not _is_torch_tensor(t) or type(t).__name__ not in ("Tensor", "Parameter"):
+        return  # a wrapper subclass (a torchao state) has no storage of its own: its inner tensors are checked
+    size = t.element_size()
+    available = t.untyped_storage().nbytes() - t.storage_offset() * size
+    if t.numel() * size > available:
+        raise ValueError(f"{name}: a view of {t.numel()} elements (shape {list(t.shape)}, strides {list(t.stride())}, "
+                         f"offset {t.storage_offset()}) over a storage of {t.untyped_storage().nbytes()} bytes: it repeats "
+                         f"its elements; a checkpoint's tensors hold their own")
+
+
 def _from_torch(name: str, t):
     """(array, dtype) of a torch tensor, through DLPack; a tensor on another device is copied to the CPU."""
     # the conjugate and negative bits are lazy: the storage holds the unconjugated, unnegated values,

@@ -21,10 +21,23 @@ import reprlib
 import stat
 from dataclasses import dataclass
 
+from . import _pickles
 from ._core import CaseError
 
 METADATA_NAME = ".metadata"  # filesystem.py's _metadata_fn
-MAX_METADATA_BYTES = 1 << 30  # a .metadata larger than this is refused before it is read
+# A .metadata larger than this is refused before it is read (30 000 items take 27 MB); its pickle is
+# scanned within _pickles.LIMITS before it is unpickled, which bounds what it builds.
+MAX_METADATA_BYTES = 1 << 28
+# An item's bytes are read only up to what its metadata declares: a tensor's chunk (its elements times
+# its dtype's size) twice over (a torchao state stores its codes, a scale a block and a 256-entry table:
+# at most 1.2 bytes an element, at block 4 and up 2, within any declared dtype's twice), plus
+# torch.save's zip and pickle around it; a non-tensor item (a step, a learning rate) a few kilobytes.
+ITEM_OVERHEAD = 1 << 20
+MAX_BYTE_ITEM = 1 << 24
+_ITEMSIZES = {"bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1,
+              "float8_e5m2fnuz": 1, "float8_e8m0fnu": 1, "bfloat16": 2, "float16": 2, "half": 2, "int16": 2,
+              "short": 2, "uint16": 2, "float32": 4, "float": 4, "int32": 4, "int": 4, "uint32": 4}
+_LARGEST_ITEMSIZE = 16  # complex128: a dtype not named above
 
 _DCP = "torch.distributed.checkpoint.metadata"
 _FS = "torch.distributed.checkpoint.filesystem"
@@ -285,6 +298,44 @@ def layouts(metadata, origin) -> dict:
     return out
 
 
+def _itemsize(md) -> int:
+    """Bytes an element of a TensorStorageMetadata's dtype (its TensorProperties'), the largest any
+    dtype takes where the metadata does not say."""
+    props = md.fields.get("properties") if isinstance(md, _Record) else getattr(md, "properties", None)
+    if isinstance(props, _Record):
+        dtype = props.fields.get("dtype", (props.fields.get("state") or (None,))[0])
+    else:
+        dtype = getattr(props, "dtype", None)
+    return _ITEMSIZES.get(str(dtype).removeprefix("torch."), _LARGEST_ITEMSIZE)
+
+
+def item_bounds(metadata, origin) -> dict:
+    """fqn -> {chunk offsets: the most bytes its item may take} for every tensor the metadata declares
+    (the declared chunk's bytes, twice, and ITEM_OVERHEAD); an item of no declared tensor may take
+    MAX_BYTE_ITEM."""
+    declared = _field(metadata, "Metadata", "state_dict_metadata", origin)
+    bounds = {}
+    for fqn, (size, boxes) in layouts(metadata, origin).items():
+        itemsize = _itemsize(declared[fqn])
+        bounds[fqn] = {offsets: ITEM_OVERHEAD + 2 * itemsize * _elements(sizes) for offsets, sizes in boxes}
+        bounds[fqn][None] = ITEM_OVERHEAD + 2 * itemsize * _elements(size)
+    return bounds
+
+
+def _elements(shape) -> int:
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
+def item_bound(bounds, it) -> int:
+    chunks = bounds.get(it.fqn)
+    if chunks is None:
+        return MAX_BYTE_ITEM
+    return chunks.get(it.chunk_offset, chunks[None])
+
+
 def _open_inside(folder_fd, relative, origin):
     """A read-only descriptor of the regular file `relative` inside the folder: no absolute path, no
     empty, '.' or '..' component, no symbolic link anywhere (O_NOFOLLOW on each component, opened from
@@ -337,7 +388,7 @@ class Folder:
     """An open DCP folder: its metadata's items and their bytes, every file opened inside it."""
 
     def __init__(self, path):
-        self.path = os.fspath(path)
+        self.path, self.bounds = os.fspath(path), {}
         try:
             self.fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as e:
@@ -369,6 +420,7 @@ class Folder:
         torch's own objects through plain pickle (code in the file runs)."""
         origin = os.path.join(self.path, METADATA_NAME)
         data = self._file_bytes(METADATA_NAME, origin, MAX_METADATA_BYTES)
+        _pickles.scan(data, origin, _pickles.LIMITS)  # either way: plain pickle crashes on what it refuses
         if not weights_only:
             import torch.distributed.checkpoint  # noqa: F401 (the classes plain pickle imports)
 
@@ -377,8 +429,6 @@ class Folder:
             return _MetadataUnpickler(_ExactBytes(data), origin).load()
         except CaseError as e:  # a stand-in's refusal does not know the file
             raise CaseError(str(e) if str(e).startswith(origin) else f"{origin}: {e}") from None
-        except RecursionError:
-            raise CaseError(f"{origin}: the pickle nests too deep") from None
         except Exception as e:  # a malformed pickle: any error its opcodes raise, nothing it ran
             raise CaseError(f"{origin}: not a DCP metadata pickle ({type(e).__name__}: {str(e):.200})") from None
 
@@ -386,13 +436,15 @@ class Folder:
         return items(self.metadata(weights_only), os.path.join(self.path, METADATA_NAME))
 
     def contents(self, weights_only=True):
-        """(items, layouts) of one reading of the metadata."""
+        """(items, layouts) of one reading of the metadata (and the items' byte bounds, for read)."""
         metadata, origin = self.metadata(weights_only), os.path.join(self.path, METADATA_NAME)
+        self.bounds = item_bounds(metadata, origin)
         return items(metadata, origin), layouts(metadata, origin)
 
     def read(self, item_list) -> list:
-        """(item, its bytes) for each item, each file opened once, each range checked against the
-        opened file's size before it is read."""
+        """(item, its bytes) for each item, each file opened once, each range checked before it is read:
+        against what the metadata declares of it (item_bound, once contents() has read the metadata)
+        and against the opened file's size."""
         fds, out = {}, []
         try:
             for it in item_list:
@@ -404,6 +456,11 @@ class Folder:
                 if it.offset + it.length > size:
                     raise CaseError(f"{origin}: bytes {it.offset}..{it.offset + it.length} lie past the end of "
                                     f"{it.relative_path} ({size} bytes)")
+                bound = item_bound(self.bounds, it)
+                if it.length > bound:
+                    raise CaseError(f"{origin}: {it.length} bytes at {it.relative_path}:{it.offset}, more than the "
+                                    f"{bound} lowbit reads of it (twice its declared chunk's bytes and "
+                                    f"{ITEM_OVERHEAD}; {MAX_BYTE_ITEM} for a non-tensor item); refused before reading")
                 data = _pread_all(fd, it.length, it.offset)
                 if len(data) != it.length:
                     raise CaseError(f"{origin}: {it.relative_path} shrank while it was read")

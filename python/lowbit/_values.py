@@ -10,9 +10,21 @@ from __future__ import annotations
 import numpy as np
 
 from ._case import Case
+from ._core import CaseError
 
 WINDOW = 1 << 22  # elements dequantized at once (16 MB of float32)
 _PER_ELEMENT, _PER_BLOCK, _PER_PAIR, _WHOLE = {"codes"}, {"scale"}, {"codes_packed"}, {"qmap"}
+
+
+def _with_origin(e, origin):
+    """e (TypeError, ValueError, CaseError) with origin in front of its message, where it is not."""
+    text = str(e)
+    if text.startswith(origin):
+        return e
+    try:
+        return type(e)(f"{origin}: {text}")
+    except Exception:  # an exception class that takes other arguments (UnicodeDecodeError ...)
+        return ValueError(f"{origin}: {text}")
 
 
 class Values:
@@ -30,6 +42,12 @@ class Values:
         self.window = (None, None)  # (start, values) of the last window
 
     def _dequantized(self, start: int, end: int) -> np.ndarray:
+        try:
+            return self._dequantize(start, end)
+        except (TypeError, ValueError) as e:  # the engine's or NumPy's message, with the state's origin in front
+            raise _with_origin(e, self.case.origin) from None
+
+    def _dequantize(self, start: int, end: int) -> np.ndarray:
         from . import dequantize
 
         if start == 0 and end == self.n:
@@ -51,7 +69,14 @@ class Values:
         """The values of the window that begins at `start`, kept until another window is asked for."""
         if self.window[0] != start:
             self.window = (None, None)  # the last window is let go before the next is made
-            self.window = (start, self._dequantized(start, min(self.n, start + self.step)))
+            end = min(self.n, start + self.step)
+            values = self._dequantized(start, end)
+            if values.size != end - start:  # codes that are not the shape's elements: never a short window
+                raise CaseError(f"{self.case.origin}: {values.size} values dequantized from its codes where its "
+                                f"shape holds {self.n}" if (start, end) == (0, self.n) else
+                                f"{self.case.origin}: {values.size} values dequantized for its elements "
+                                f"{start}..{end}")
+            self.window = (start, values)
         return self.window[1]
 
     def read(self, start: int, end: int) -> np.ndarray:

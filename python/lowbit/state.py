@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _args, _arrays, _core, _dcp, _files, _sharded, _values
+from . import _args, _arrays, _core, _dcp, _files, _pickles, _sharded, _values
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
@@ -150,12 +150,68 @@ def _dcp_chunk_state(key, shape, offsets, obj) -> QuantizedState:
     return s
 
 
+MAX_WALK_DEPTH = 64  # containers a state dict nests (a DCP name's dotted parts are bounded alike: MAX_KEY_DEPTH)
+
+
+def _child_key(key, k) -> str:
+    """The dotted key of a container's entry: only the key types state dicts use (a parameter's
+    index, a name); any other (a tuple, an object) would make the key's text unbounded or run code."""
+    if type(k) not in (str, int):
+        raise TypeError(f"{key or 'the state dict'}: a key of type {type(k).__name__} ({_dcp._short(k)}); state "
+                        f"dicts are keyed by strings and ints")
+    return f"{key}.{k}" if key else str(k)
+
+
+def _named(e, key):
+    """e with the state's key in front of its message (the engine's and NumPy's messages do not know it)."""
+    return _values._with_origin(e, key) if key else e
+
+
 def _walk(obj, key, found, plain, block_size):
     """Quantized states into found; plain tensors into plain as (key, tensor, global shape, offsets),
-    the last two None outside a sharded tensor."""
+    the last two None outside a sharded tensor. Iterative (a list nested thousands deep in a file is an
+    error, not a RecursionError), at most MAX_WALK_DEPTH containers deep; TypeError or ValueError name
+    the state."""
+    pending = [(obj, key, 0)]
+    while pending:
+        obj, key, depth = pending.pop()
+        try:
+            children = _visit(obj, key, found, plain, block_size)
+        except (TypeError, ValueError) as e:
+            raise _named(e, key) from None
+        if children and depth >= MAX_WALK_DEPTH:
+            raise TypeError(f"{key}: the state dict nests more than {MAX_WALK_DEPTH} containers deep")
+        pending += [(v, _child_key(key, k), depth + 1) for k, v in reversed(children)]
+
+
+_TORCHAO_TENSORS = ("codes", "scale", "qmap")
+
+
+def _check_storages(obj, key) -> None:
+    """Every tensor a value holds directly (a tensor, a torchao state's codes, scale and qmap, a dict's
+    tensors: bitsandbytes' state1, absmax1 ...) fits in its storage, before any is copied."""
+    if isinstance(obj, _Chunks):
+        for offsets, piece in obj.chunks:
+            _check_storages(piece, f"{key} chunk at offsets {list(offsets or ())}")
+        return
+    inner = obj.to_local() if type(obj).__name__ == "DTensor" else obj
+    if _is_torchao_state(inner):
+        tensors = [(f"{key}.{n}", getattr(inner, n, None)) for n in _TORCHAO_TENSORS]
+    elif isinstance(inner, dict):
+        tensors = [(_child_key(key, k), v) for k, v in inner.items()]
+    else:
+        tensors = [(key, inner)]
+    for name, t in tensors:
+        _arrays.check_storage(name, t)
+
+
+def _visit(obj, key, found, plain, block_size) -> list:
+    """One value of a state dict: a state or a tensor into found or plain; a container's (key, value)
+    entries returned for the walk."""
+    _check_storages(obj, key)
     if _is_torchao_state(obj):
         found.append(_torchao_state(key, obj))
-        return
+        return []
     if type(obj).__name__ == "DTensor" and type(obj).__module__.startswith("torch.distributed"):
         if _is_torchao_state(obj.to_local()):
             found.append(_sharded_torchao_state(key, obj))
@@ -164,14 +220,14 @@ def _walk(obj, key, found, plain, block_size):
 
             _, offsets = compute_local_shape_and_global_offset(obj.shape, obj.device_mesh, obj.placements)
             plain.append((key, obj.to_local(), tuple(int(e) for e in obj.shape), tuple(int(o) for o in offsets)))
-        return
+        return []
     if isinstance(obj, _Chunks):
         for offsets, piece in obj.chunks:
             if _is_torchao_state(piece):
                 found.append(_dcp_chunk_state(key, obj.shape, offsets, piece))
             else:
                 plain.append((key, piece, obj.shape, offsets))
-        return
+        return []
     if isinstance(obj, dict):
         inner = dict(obj)
         if isinstance(inner.get(_BNB_WRAPPER), dict):  # bitsandbytes' FSDP-friendly wrapping of its quant state
@@ -181,33 +237,44 @@ def _walk(obj, key, found, plain, block_size):
                 raise CaseError(f"{key}: a bitsandbytes state stored in several chunks; lowbit reads bitsandbytes' "
                                 f"states whole (bitsandbytes 0.50.2 does not step under FSDP2)")
             found.extend(_bnb_states(key, inner, block_size))
-            inner = {k: v for k, v in inner.items() if not any(k.startswith(p) for p in ("state1", "state2", "absmax",
-                                                                                        "qmap"))}
-        for k, v in inner.items():
-            _walk(v, f"{key}.{k}" if key else str(k), found, plain, block_size)
-        return
+            inner = {k: v for k, v in inner.items() if not (isinstance(k, str) and k.startswith(
+                ("state1", "state2", "absmax", "qmap")))}
+        return list(inner.items())
     if isinstance(obj, (list, tuple)):
-        for i, v in enumerate(obj):
-            _walk(v, f"{key}.{i}" if key else str(i), found, plain, block_size)
-        return
+        return list(enumerate(obj))
     if hasattr(obj, "shape") and hasattr(obj, "dtype"):
         plain.append((key, obj, None, None))
+    return []
 
 
 def _torch_load(source, weights_only=True, origin=None):
-    """torch.load of a file or of one DCP item's bytes; whatever a hostile file makes it raise comes
-    back as a CaseError naming the file (with weights_only=True torch's own unpickler admits only
-    tensors, plain containers and the classes allowlisted, torchao's states among them)."""
+    """torch.load of a file or of one DCP item's bytes, after _pickles.check_torch_save (a zip of stored
+    records whose pickle is scanned before torch unpickles it: no nesting that crashes CPython, no
+    object bomb, nothing inflated); whatever a hostile file makes it raise comes back as a CaseError
+    naming the file (with weights_only=True torch's own unpickler admits only tensors, plain containers
+    and the classes allowlisted, torchao's states among them). A path is opened once: what was checked
+    is what torch reads."""
     import torch
 
     try:  # torchao's state classes are allowlisted for weights_only loading when torchao is imported
         import torchao.optim  # noqa: F401
     except ImportError:
         pass
+    origin = origin or os.fspath(source)
     try:
-        return torch.load(source, map_location="cpu", weights_only=weights_only)
+        file = open(source, "rb") if isinstance(source, (str, os.PathLike)) else source
+    except OSError as e:
+        raise CaseError(f"{origin}: cannot open it ({e.strerror})") from None
+    try:
+        _pickles.check_torch_save(file, origin)
+        return torch.load(file, map_location="cpu", weights_only=weights_only)
+    except CaseError:
+        raise
     except Exception as e:
-        raise CaseError(f"{origin or source}: torch.load failed ({type(e).__name__}: {str(e)[:300]})") from None
+        raise CaseError(f"{origin}: torch.load failed ({type(e).__name__}: {str(e)[:300]})") from None
+    finally:
+        if file is not source:
+            file.close()
 
 
 MAX_KEY_DEPTH = 64  # dotted components of one DCP item name
@@ -381,10 +448,12 @@ def _find(state_dict, bnb_block_size, weights_only):
     state = load_state(state_dict, weights_only)
     try:
         _walk(state, "", found, plain, bnb_block_size)
-    except TypeError as e:  # an object of a file where a tensor belongs: the file's fault, not the caller's
+    except (TypeError, ValueError) as e:  # an object of a file where a tensor belongs: the file's fault
         if state is state_dict:
             raise
-        raise CaseError(f"{os.fspath(state_dict)}: {e}") from None
+        raise _in_file(e, state_dict) from None
+    if state is not state_dict:
+        _name_the_file(found, state_dict)
     folder = isinstance(state_dict, (str, os.PathLike)) and os.path.isdir(state_dict)
     return sorted(found, key=lambda s: (s.key, s.offsets)), plain, folder
 
@@ -602,18 +671,23 @@ def _chunk(s: QuantizedState, layout: bool, lazy: bool = False) -> _sharded.Chun
                           values if lazy else values.whole())
 
 
-def _plain_chunks(plain, keys) -> list:
+def _plain_chunks(plain, keys, path=None) -> list:
     """The unquantized parts of states that other chunks hold quantized (a rank whose part torchao left
     in float32: fewer than 4096 elements, or not whole blocks): their values are the state's."""
     out = []
     for key, t, shape, offsets in plain:
         if key not in keys or shape is None:
             continue
-        a, dtype = _arrays.as_array(key, t)
-        where = f"{key}: chunk at offsets {list(offsets)} of shape {list(a.shape)}"
+        fault = ValueError if path is None else CaseError  # a file's chunk: the file's fault, named
+        where = f"{key}: chunk at offsets {list(offsets)}" if path is None else \
+            f"{os.fspath(path)}: {key}: chunk at offsets {list(offsets)}"
+        try:
+            a, dtype = _arrays.as_array(key, t)
+        except TypeError as e:
+            raise (e if path is None else fault(f"{where}: {e}")) from None
+        where += f" of shape {list(a.shape)}"
         if dtype != "F32":
-            raise ValueError(f"{where} is an unquantized {dtype} tensor; lowbit reads float32 parts of quantized "
-                             f"states")
+            raise fault(f"{where} is an unquantized {dtype} tensor; lowbit reads float32 parts of quantized states")
         flat = np.ascontiguousarray(a).reshape(-1)
         out.append(_sharded.Chunk(key, tuple(shape), tuple(offsets), tuple(a.shape), "plain", {},
                                   {"values": f"F32 {list(a.shape)} {_core.sha256(flat.view(np.uint8))}"}, flat))
@@ -719,9 +793,23 @@ def _walk_part(part, path, bnb_block_size):
     found, plain = [], []
     try:
         _walk(part, "", found, plain, bnb_block_size)
-    except TypeError as e:  # an object of a file where a tensor belongs: the file's fault
-        raise CaseError(f"{os.fspath(path)}: {e}") from None
+    except (TypeError, ValueError) as e:  # an object of a file where a tensor belongs: the file's fault
+        raise _in_file(e, path) from None
+    _name_the_file(found, path)
     return found, plain
+
+
+def _name_the_file(found, path) -> None:
+    """Each state's case names the file before its key, so that the engine's messages (and Values') on
+    dequantizing it name both."""
+    for s in found:
+        s.case.origin = f"{os.fspath(path)}: {s.case.origin}"
+
+
+def _in_file(e, path) -> CaseError:
+    """A fault of a file's state (TypeError, ValueError, CaseError) as a CaseError naming the file."""
+    text, path = str(e), os.fspath(path)
+    return CaseError(text if text.startswith(path) else f"{path}: {text}")
 
 
 def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> list:
@@ -745,7 +833,7 @@ def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> 
     mixed = {p for p in plain_parts if p[1] in quantized}
     for _, nested in (_dcp_parts(path, weights_only, whole=False, only=mixed, progress=progress) if mixed else ()):
         _, plain = _walk_part(nested, path, bnb_block_size)
-        out += [_sharded.contribution(c) for c in _plain_chunks(plain, quantized)]
+        out += [_sharded.contribution(c) for c in _plain_chunks(plain, quantized, path)]
     return out
 
 
@@ -799,7 +887,8 @@ def _folder_value_chunks(path, bnb_block_size, weights_only, only=None, progress
     chunks) at a time: every quantized state's values, and the unquantized chunks of the states other
     chunks hold quantized, each with its place in the state's global shape."""
     for _, states, plain in _folder_groups(path, bnb_block_size, weights_only, only=only, progress=progress):
-        chunks = [_chunk(s, True, lazy) for s in states] + (_plain_chunks(plain, {s.key for s in states}) if states else [])
+        chunks = [_chunk(s, True, lazy) for s in states] + (_plain_chunks(plain, {s.key for s in states}, path) if
+                                                             states else [])
         states = plain = None
         yield chunks
         del chunks  # not held while the next group is read

@@ -13,25 +13,37 @@ lowbit.CaseError / ValueError; and, checked independently of lowbit's reader:
 Without torch the reader's torch-free stages run (metadata, paths, ranges, bytes: lowbit._dcp); with
 torch, lowbit.quantized_states and state_signature on the folder too.
 
+Issue 44's surfaces: pickle bombs spliced into the .metadata or into an item's data.pkl (a dict keyed
+by a tuple nested up to 200 000 deep, a frozenset of it, lists nested deep, floods of empty dicts, memo
+entries and opcodes), and an item rewritten as its own file (the integers of its pickle changed: a
+tensor's sizes, strides and storage offset; a record compressed). The scanner's opcode and memory
+limits are scaled down here (--small-limits, the default) so that a flood reaches them in
+milliseconds; its depth limit is the shipped one. The run is under an address-space limit, so that an
+allocation the readers should have refused is a MemoryError finding, not the machine's memory.
+
 Usage: python fuzz_dcp.py [--runs N] [--seed S] [--artifacts DIR]; prints
 "fuzz_dcp: ok (N runs, ...)" and exits 0, or prints each finding and exits 1.
 """
 import argparse
+import io
 import os
 import pickle
+import pickletools
 import random
+import resource
 import shutil
 import stat
 import sys
 import tempfile
 import time
 import traceback
+import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import lowbit  # noqa: E402
-from lowbit import _dcp  # noqa: E402
+from lowbit import _dcp, _pickles  # noqa: E402
 
 from dcp_pickles import Call, Global, Obj, dumps  # noqa: E402
 
@@ -281,6 +293,80 @@ def mutate_chunk(data, ctx):
     return data
 
 
+# --- pickle bombs and rewritten items (issue 44) ---------------------------------------------------------
+
+def pickle_bomb(r) -> bytes:
+    """Opcodes that push one hostile value and POP it: spliced before a pickle's first frame, the pickle
+    still reads as before, once the value is built."""
+    depth = r.choice([64, 101, 1000, 200_000])
+    deep = b"N" + b"\x85" * depth  # None in TUPLE1 in TUPLE1 ...
+    n = r.choice([1000, 100_000, 1 << 20])
+    return r.choice([
+        b"}" + deep + b"K\x01s0",  # a dict keyed by the deep tuple (CPython hashes it recursively, in C)
+        b"(" + deep + b"\x910",  # a frozenset of it
+        b"]" * depth + b"a" * (depth - 1) + b"0",  # lists nested deep
+        b"(" + b"}" * n + b"1",  # empty dicts
+        b"N" + b"\x94" * n + b"0",  # memo entries
+        b"(" + b"N" * n + b"1",  # opcodes
+        b"]\x94]h\x00a0h\x00K\x01a0",  # a list changed after it was placed in another
+    ])
+
+
+def with_bomb(data: bytes, r) -> bytes:
+    return data[:2] + pickle_bomb(r) + data[2:]  # after PROTO, before any FRAME
+
+
+def _int_opcodes(data):
+    """(start, end) of every opcode that pushes a small int (a tensor's sizes, strides, offsets ...)."""
+    return [(pos, pos + 1 + {"BININT1": 1, "BININT2": 2, "BININT": 4}[op.name])
+            for op, _, pos in pickletools.genops(data) if op.name in ("BININT1", "BININT2", "BININT")]
+
+
+def mutate_ints(data: bytes, r) -> bytes:
+    """Some ints of a pickle replaced: 0 (a stride, an offset), huge, negative (as LONG1 or BININT)."""
+    try:
+        spots = _int_opcodes(data)
+    except Exception:
+        return data
+    for start, end in sorted(r.sample(spots, min(len(spots), r.choice([1, 2, 4]))), reverse=True):
+        v = r.choice([0, 1, -1, 2**31 - 1, 2**33, 2**62, 2**63 + 1, 3072, 4096 * 4096])
+        n = (v.bit_length() + 8) // 8
+        data = data[:start] + b"\x8a" + bytes([n]) + v.to_bytes(n, "little", signed=True) + data[end:]
+    return data
+
+
+def rewrite_item(item: bytes, r) -> bytes:
+    """One DCP item (a torch.save zip) rewritten whole, its CRCs right: its data.pkl's ints changed or a
+    bomb spliced in, or a record compressed."""
+    try:
+        src = zipfile.ZipFile(io.BytesIO(item))
+        records = [(i.filename, src.read(i)) for i in src.infolist()]
+    except Exception:
+        return item
+    out = io.BytesIO()
+    compressed = r.randrange(len(records)) if r.random() < 0.2 else -1
+    with zipfile.ZipFile(out, "w") as z:
+        for i, (name, data) in enumerate(records):
+            if name.endswith("/data.pkl"):
+                data = mutate_ints(data, r) if r.random() < 0.7 else with_bomb(data, r)
+            z.writestr(name, data, compress_type=zipfile.ZIP_DEFLATED if i == compressed else zipfile.ZIP_STORED)
+    return out.getvalue()
+
+
+def move_item(tree, chunk_bytes, ctx):
+    """An item of the tree rewritten (rewrite_item) into a file of its own, fuzz.distcp: (its bytes)
+    or None where the tree has no item range to take."""
+    ranged = [info for _, info in storage_items(tree) if isinstance((_dict_state(info) or {}).get("offset"), int)
+              and isinstance(info.state.get("length"), int)]
+    if not ranged:
+        return None
+    info = ctx.rng.choice(ranged).state
+    item = chunk_bytes[info["offset"]:info["offset"] + info["length"]]
+    data = rewrite_item(item, ctx.rng)
+    info.update(relative_path="fuzz.distcp", offset=0, length=len(data))
+    return data
+
+
 # --- one execution --------------------------------------------------------------------------------------
 
 def plant(ctx, chunk_name, chunk_bytes):
@@ -345,8 +431,8 @@ def execute(ctx, seed, full, pool):
     shutil.rmtree(ctx.folder, ignore_errors=True)
     os.mkdir(ctx.folder)
     meta_bytes, chunk_name, chunk_bytes = seed
-    kind = r.randrange(10)
-    tree = None
+    kind = r.randrange(14)
+    tree, moved = None, None
     if kind < 6:
         tree = mutate_tree(parse_tree(meta_bytes), ctx)
         meta = dumps(tree)
@@ -354,12 +440,21 @@ def execute(ctx, seed, full, pool):
             meta = mutate_bytes(meta, ctx, pool)
     elif kind < 9:
         meta = mutate_bytes(meta_bytes, ctx, pool)
+    elif kind < 11:
+        meta = with_bomb(meta_bytes, r)
+    elif kind < 13:
+        tree = parse_tree(meta_bytes)
+        moved = move_item(tree, chunk_bytes, ctx)
+        meta = dumps(tree)
     else:
         meta = meta_bytes
     chunk = mutate_chunk(chunk_bytes, ctx) if r.random() < 0.4 else chunk_bytes
     with open(os.path.join(ctx.folder, ".metadata"), "wb") as out:
         out.write(meta)
     plant(ctx, chunk_name, chunk)
+    if moved is not None:
+        with open(os.path.join(ctx.folder, "fuzz.distcp"), "wb") as out:
+            out.write(moved)
     if r.random() < 0.02:  # .metadata a link out
         os.remove(os.path.join(ctx.folder, ".metadata"))
         os.symlink(os.path.join(ctx.tmp, "outside.metadata"), os.path.join(ctx.folder, ".metadata"))
@@ -419,8 +514,16 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     ap.add_argument("--artifacts", default=None, help="where a finding's folder is kept (default: a temporary)")
     ap.add_argument("--max-findings", type=int, default=5)
+    ap.add_argument("--shipped-limits", action="store_true",
+                    help="the pickle scanner's shipped opcode and memory limits (default: scaled down to 2^16 "
+                         "opcodes and 16 MiB, so that floods reach them at once)")
+    ap.add_argument("--address-space-gib", type=int, default=24, help="RLIMIT_AS of the run (default 24 GiB)")
     args = ap.parse_args(argv)
     sys.setrecursionlimit(20000)  # the emitter of the fuzzer's own deep values recurses
+    if not args.shipped_limits:
+        _pickles.LIMITS = _pickles.Limits(_pickles.MAX_DEPTH, 1 << 16, 16 << 20)
+    limit = args.address_space_gib << 30
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         import torch  # noqa: F401
 

@@ -214,7 +214,8 @@ def test_a_corrupt_item_is_a_case_error(tmp_path):
     data = bytearray((folder / chunk).read_bytes())
     data[:64] = b"\0" * 64  # the zip header of the first item
     (folder / chunk).write_bytes(bytes(data))
-    with pytest.raises(lowbit.CaseError, match="torch.load failed"):
+    with pytest.raises(lowbit.CaseError, match="item 'state.0.exp_avg': (torch.load failed|not a readable torch.save "
+                                               "zip)"):
         lowbit.state_signature(folder)
 
 

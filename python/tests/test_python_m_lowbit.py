@@ -85,7 +85,7 @@ def test_hostile_command_lines_are_one_line_and_exit_2(folder, tmp_path, capsys)
         (["state-case", dcp_folder], "state-case takes CHECKPOINT and OUT; given 1"),
         (["inspect", str(tmp_path / "missing")], f"{tmp_path / 'missing'}: no such checkpoint folder or file"),
         (["inspect", ""], "CHECKPOINT: an empty path"),
-        (["inspect", str(text)], f"{text}: torch.load failed"),
+        (["inspect", str(text)], f"{text}: not a torch.save zip"),
         (["inspect", str(empty)], f"{empty}/.metadata: cannot open '.metadata' inside the folder"),
         (["inspect", str(linked)], f"{linked}: a symbolic link; give the checkpoint it points to ({dcp_folder})"),
         (["inspect", str(chunk_linked)], "cannot open '__0_0.distcp' inside the folder (a symbolic link)"),
