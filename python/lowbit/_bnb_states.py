@@ -21,10 +21,12 @@ import json
 
 import numpy as np
 
-from . import _arrays
+from . import _arrays, _formats
 from ._case import Case
+from ._core import CaseError
 
 FORMAT = "bnb.blockwise8.dynamic"  # the dequantizer reads the state's own qmap (signed state1, unsigned state2)
+QMAP_ENTRIES = 256  # bitsandbytes' 8-bit maps (functional.py create_dynamic_map: 2^8 entries)
 # what each tensor holds, for the case's source line (the state dict does not say which class wrote it)
 _ROLES = {"state1": "first state: Adam's, AdEMAMix's and LAMB's first moment, Lion's and SGD's momentum, RMSprop's "
                     "and Adagrad's squared-gradient state",
@@ -39,11 +41,16 @@ def _flat(case: Case, name: str, array, dtype):
 
 def _part(key: str, name: str, codes, codes_dtype, scale, scale_dtype, qmap, qmap_dtype, block_size: int, stored: dict):
     """One quantized tensor (name: state1, state2, state1[0], state1[1]) as (key, format, shape, case,
-    stored), after checking that its absmax has one entry per block."""
+    stored), after checking it against bitsandbytes' layout and the format's schema: an absmax of one
+    entry per block (the last block may be partial), a 1-D qmap of 256 entries, the dtypes declared."""
     n = codes.size
-    if scale.size != -(-n // block_size):
-        raise ValueError(f"{key}.{name}: {n} codes and {scale.size} absmax entries do not make blocks of "
-                         f"{block_size} (bnb_block_size=)")
+    if scale.ndim != 1 or scale.size != -(-n // block_size):
+        absmax = f"{scale.size} absmax entries" if scale.ndim == 1 else f"an absmax of shape {list(scale.shape)}"
+        raise CaseError(f"{key}.{name}: {n} codes and {absmax} do not make blocks of {block_size} (bnb_block_size=)")
+    if qmap.ndim != 1 or qmap.size != QMAP_ENTRIES:
+        raise CaseError(f"{key}.{name}: its qmap has shape {list(qmap.shape)}; bitsandbytes' 8-bit states read a table "
+                        f"of {QMAP_ENTRIES} entries")
+    _formats.check_dtypes(f"{key}.{name}", FORMAT, {"codes": codes_dtype, "scale": scale_dtype, "qmap": qmap_dtype})
     case = Case(origin=f"{key}.{name}")
     _flat(case, "codes", codes, codes_dtype)
     _flat(case, "scale", scale, scale_dtype)
@@ -56,7 +63,7 @@ def _part(key: str, name: str, codes, codes_dtype, scale, scale_dtype, qmap, qma
 def _double_buffer(key: str, codes, codes_dtype, scale, scale_dtype, qmap, qmap_dtype, block_size: int) -> list:
     """AdEMAMix's state1 (2, *p.shape) with absmax1 (2, blocks): its two rows, each a state."""
     if codes.ndim < 2 or codes.shape[0] != 2 or scale.shape[0] != 2:
-        raise ValueError(f"{key}.state1: a 2-D absmax1 of shape {list(scale.shape)} belongs to AdEMAMix's double "
+        raise CaseError(f"{key}.state1: a 2-D absmax1 of shape {list(scale.shape)} belongs to AdEMAMix's double "
                          f"buffer, but state1 has shape {list(codes.shape)} (expected (2, *p.shape) and (2, blocks))")
     out = []
     for row in (0, 1):
@@ -78,16 +85,16 @@ def bnb_states(key: str, d: dict, block_size: int) -> list:
             continue
         for part in (f"absmax{k}", f"qmap{k}"):
             if part not in d:
-                raise ValueError(f"{key}: bitsandbytes state{k} without {part}")
+                raise CaseError(f"{key}: bitsandbytes state{k} without {part}")
         scale, scale_dtype = _arrays.as_array(f"{key}.absmax{k}", d[f"absmax{k}"])
         qmap, qmap_dtype = _arrays.as_array(f"{key}.qmap{k}", d[f"qmap{k}"])
         if scale.ndim == 2:
             if k != "1":
-                raise ValueError(f"{key}.absmax2: shape {list(scale.shape)}; only AdEMAMix's absmax1 has two rows")
+                raise CaseError(f"{key}.absmax2: shape {list(scale.shape)}; only AdEMAMix's absmax1 has two rows")
             out.extend(_double_buffer(key, codes, codes_dtype, scale, scale_dtype, qmap, qmap_dtype, block_size))
             continue
         if scale.ndim != 1:
-            raise ValueError(f"{key}.absmax{k}: shape {list(scale.shape)}; bitsandbytes' absmax is 1-D (2-D: AdEMAMix)")
+            raise CaseError(f"{key}.absmax{k}: shape {list(scale.shape)}; bitsandbytes' absmax is 1-D (2-D: AdEMAMix)")
         stored = {f"state{k}": (codes, codes_dtype), f"absmax{k}": (scale, scale_dtype), f"qmap{k}": (qmap, qmap_dtype)}
         out.append(_part(key, f"state{k}", codes, codes_dtype, scale, scale_dtype, qmap, qmap_dtype, block_size, stored))
     return out

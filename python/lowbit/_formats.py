@@ -68,3 +68,15 @@ def format_info(name: str) -> FormatInfo:
     if name not in reg:
         raise ValueError(f"unknown format '{name}' (registered: {', '.join(reg)})")
     return reg[name]
+
+
+def check_dtypes(where: str, fmt: str, dtypes: dict) -> None:
+    """Each named tensor's dtype among those the format's schema declares for it: a state whose codes,
+    scales or table a file gives in another dtype is a CaseError naming the tensor (where: the state)."""
+    from ._core import CaseError
+
+    info = format_info(fmt)
+    for name, dtype in dtypes.items():
+        allowed = info.declared_dtypes(name)
+        if allowed and dtype not in allowed:
+            raise CaseError(f"{where}: {name} of dtype {dtype}; {fmt} stores it as {' or '.join(allowed)}")

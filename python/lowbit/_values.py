@@ -80,15 +80,14 @@ class Values:
         return self.window[1]
 
     def read(self, start: int, end: int) -> np.ndarray:
-        """The values of elements start..end (a view of the current window where they lie inside it)."""
+        """The values of elements start..end (a view of the current window where they lie inside it):
+        one pass over the windows they span, each of exactly its elements (_dequantized)."""
+        if not 0 <= start <= end <= self.n:
+            raise IndexError(f"{self.case.origin}: elements {start}..{end} of {self.n}")
         out = []
-        at = start
-        while at < end:
-            w = at - at % self.step
+        for w in range(start - start % self.step, end, self.step):
             values = self._window_at(w)
-            take = min(end, w + values.size) - at
-            out.append(values[at - w:at - w + take])
-            at += take
+            out.append(values[max(start, w) - w:min(end, w + self.step) - w])
         return out[0] if len(out) == 1 else np.concatenate(out) if out else np.zeros(0, np.float32)
 
     def whole(self) -> np.ndarray:

@@ -9,16 +9,18 @@ state_dict, a torch.save file and a DCP folder; bitsandbytes' FSDP wrapper key
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import operator
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import _args, _arrays, _core, _dcp, _files, _pickles, _sharded, _values
+from . import _args, _arrays, _core, _dcp, _files, _formats, _pickles, _sharded, _values
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
@@ -74,9 +76,9 @@ def _attr(s, name: str, key: str):
 
 
 def _torchao_state(key: str, s) -> QuantizedState:
+    """A torchao state as a case of its format, after checking that its parts agree (_check_torchao)."""
     cls = type(s).__name__
-    shape = tuple(int(e) for e in s.shape)
-    n = int(np.prod(shape)) if shape else 1
+    shape = _shape_of(key, s)
     block_size = _attr(s, "block_size", key)
     if isinstance(block_size, bool) or not isinstance(block_size, int) or block_size < 1:
         raise CaseError(f"{key}: a {cls} of block_size {_dcp._short(block_size)}")
@@ -86,6 +88,8 @@ def _torchao_state(key: str, s) -> QuantizedState:
     stored = {"codes": (codes, codes_dtype), "scale": (scale, scale_dtype)}
     if cls == "OptimStateFp8":
         fmt = "torchao.fp8"
+        _check_torchao(key, cls, fmt, shape, block_size, codes, scale, None)
+        _formats.check_dtypes(key, fmt, {"codes": codes_dtype, "scale": scale_dtype})
         _flat(case, "codes", codes, codes_dtype)
     else:
         qmap, qmap_dtype = _numpy(key + ".qmap", _attr(s, "qmap", key))
@@ -95,9 +99,12 @@ def _torchao_state(key: str, s) -> QuantizedState:
         if not isinstance(signed, bool):
             raise CaseError(f"{key}: a {cls} whose signed is {_dcp._short(signed)}")
         fmt = f"torchao.codebook{bits}.{'signed' if signed else 'unsigned'}"
+        _check_torchao(key, cls, fmt, shape, block_size, codes, scale, qmap)
+        _formats.check_dtypes(key, fmt, {"codes_packed" if bits == 4 else "codes": codes_dtype, "scale": scale_dtype,
+                                         "qmap": qmap_dtype})
         if bits == 4:  # stored two a byte, first element high: the dequantizer reads one code an element
             packed = np.ascontiguousarray(codes).reshape(-1)
-            _flat(case, "codes", _core.unpack_nibbles(packed, n), "U8")
+            _flat(case, "codes", _core.unpack_nibbles(packed, _sharded._numel(shape)), "U8")
             _flat(case, "codes_packed", packed, codes_dtype)
         else:
             _flat(case, "codes", codes, codes_dtype)
@@ -106,6 +113,48 @@ def _torchao_state(key: str, s) -> QuantizedState:
     case.metadata = {"format": fmt, "params": json.dumps({"block_size": block_size}),
                      "source": f"torchao {cls} ({key})"}
     return QuantizedState(key, "torchao", fmt, shape, case, stored)
+
+
+def _shape_of(key: str, s) -> tuple:
+    """A state's shape as the wrapper tensor says it (what torch.load rebuilt from the file)."""
+    try:
+        shape = tuple(operator.index(e) for e in s.shape)
+    except (AttributeError, TypeError):
+        shape = _dcp._short(getattr(s, "shape", None))
+        raise CaseError(f"{key}: a {type(s).__name__} whose shape is {shape}") from None
+    if any(e < 0 for e in shape):
+        raise CaseError(f"{key}: a {type(s).__name__} of shape {list(shape)}")
+    return shape
+
+
+# the entries of a torchao codebook state's qmap (torchao 0.18 optim/subclass_8bit.py, subclass_4bit.py)
+_QMAP_ENTRIES = {8: 256, 4: 16}
+
+
+def _check_torchao(key, cls, fmt, shape, block_size, codes, scale, qmap) -> None:
+    """A torchao state's wrapper shape, block size, codes, scales and qmap against each other, as torchao
+    makes them (torchao 0.18 optim/subclass_8bit.py, subclass_4bit.py, subclass_fp8.py: zeros() and
+    __init__): torch.load rebuilds the wrapper's shape and its fields separately, and nothing else
+    compares them. 8-bit and FP8: codes of the state's shape; 4-bit: a flat buffer of one byte per two
+    elements (an even count); one scale per block of block_size elements, 1-D (torchao has no partial
+    blocks: its block_size is codes.numel() // scale.numel()); a 1-D qmap of 256 entries (8-bit) or 16
+    (4-bit)."""
+    n = _sharded._numel(shape)
+    where = f"{key}: a {cls} of shape {list(shape)} ({n} elements)"
+    if cls == "OptimState4bit":
+        if codes.ndim != 1 or 2 * codes.size != n:
+            raise CaseError(f"{where} holds {list(codes.shape)} packed code bytes; torchao packs two 4-bit codes a "
+                            f"byte in a flat buffer of {n / 2:g} bytes")
+    elif tuple(codes.shape) != shape:
+        raise CaseError(f"{where} holds codes of shape {list(codes.shape)}; torchao's codes have the state's shape")
+    if scale.ndim != 1 or scale.size * block_size != n:
+        raise CaseError(f"{where}, block_size {block_size}, holds scales of shape {list(scale.shape)}; {fmt} has one "
+                        f"scale per block of {block_size} elements ({n / block_size:g}), in a flat buffer")
+    if qmap is not None:
+        entries = _QMAP_ENTRIES[4 if cls == "OptimState4bit" else 8]
+        if qmap.ndim != 1 or qmap.size != entries:
+            raise CaseError(f"{key}: a {cls} whose qmap has shape {list(qmap.shape)}; {fmt} reads a table of "
+                            f"{entries} entries")
 
 
 def _bnb_states(key: str, d: dict, block_size: int) -> list:
@@ -127,8 +176,8 @@ def _sharded_torchao_state(key: str, d) -> QuantizedState:
     s = _torchao_state(key, d.to_local())
     local_shape, offsets = compute_local_shape_and_global_offset(d.shape, d.device_mesh, d.placements)
     if tuple(local_shape) != s.shape:
-        raise ValueError(f"{key}: the DTensor's local shape {list(local_shape)} is not its torchao state's "
-                         f"{list(s.shape)}")
+        raise CaseError(f"{key}: the DTensor's local shape {list(local_shape)} is not its torchao state's "
+                        f"{list(s.shape)}")
     s.global_shape = tuple(int(e) for e in d.shape)
     s.placements = tuple(repr(p) for p in d.placements)
     s.offsets = tuple(int(o) for o in offsets)
@@ -455,7 +504,54 @@ def _find(state_dict, bnb_block_size, weights_only):
     if state is not state_dict:
         _name_the_file(found, state_dict)
     folder = isinstance(state_dict, (str, os.PathLike)) and os.path.isdir(state_dict)
+    try:
+        if not folder:  # (a DCP folder's names are unique: its metadata keys them, _nest nests them apart)
+            _refuse_colliding_names(state, found, plain)
+    except ValueError as e:
+        raise (e if state is state_dict else _in_file(e, state_dict)) from None
     return sorted(found, key=lambda s: (s.key, s.offsets)), plain, folder
+
+
+def _refuse_colliding_names(state, found, plain) -> None:
+    """ValueError when two tensors of a state dict get one dotted name (keys 0 and "0" of one dict, or
+    "a.b" beside "a" holding "b"): the one read later would replace the other, so both keys are named."""
+    seen = set()
+    for name in [s.key for s in found] + [p[0] for p in plain]:
+        if name in seen:
+            paths = _paths_named(state, name)
+            both = " and ".join(repr(list(p)) for p in paths[:2]) if len(paths) > 1 else "two of its keys"
+            raise ValueError(f"{_name(name)}: {both} both name it (a state's name is its keys joined with dots); "
+                             f"lowbit refuses two tensors of one name")
+        seen.add(name)
+
+
+_SEARCH_LIMIT = 10_000  # containers _paths_named looks into, at most
+
+
+def _paths_named(state, name: str) -> list:
+    """The key paths (at most two) that _walk names `name`: at each dict or list, the keys whose text
+    begins the rest of the name (bitsandbytes' wrapper looked into as its parent, as _walk folds it in;
+    AdEMAMix's "state1[0]" under the key state1). For the message of a collision: a bounded search."""
+    out, stack, looked = [], [(state, name, ())], 0
+    while stack and len(out) < 2 and looked < _SEARCH_LIMIT:
+        node, rest, path = stack.pop()
+        looked += 1
+        if isinstance(node, dict):
+            keys = list(node.items())
+            if isinstance(node.get(_BNB_WRAPPER), dict):
+                keys += [((_BNB_WRAPPER, k), v) for k, v in node[_BNB_WRAPPER].items()]
+        elif isinstance(node, (list, tuple)):
+            keys = list(enumerate(node))
+        else:
+            continue
+        for k, v in reversed(keys):
+            text = str(k[1] if isinstance(k, tuple) else k)
+            steps = k if isinstance(k, tuple) else (k,)
+            if rest == text or rest.startswith(text + "[") and rest.endswith("]"):
+                out.append(path + steps)
+            elif rest.startswith(text + "."):
+                stack.append((v, rest[len(text) + 1:], path + steps))
+    return out
 
 
 def _joined(key, chunks):
@@ -543,6 +639,53 @@ def _states_one_by_one(source, bnb_block_size, weights_only, progress=None):
         del states  # not held while the next group is read
 
 
+def _folder_record(path) -> dict:
+    """What a DCP folder holds, to tell later whether another writer changed it: the sha256 of its
+    .metadata (read inside the folder, never through a link, 1 MiB at a time) and, for every entry under
+    the folder (links not followed), its type, size, mtime, ctime and inode."""
+    path = os.fspath(path)
+    record = {}
+    for folder, dirs, files in os.walk(path, followlinks=False):
+        for name in dirs + files:
+            full = os.path.join(folder, name)
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:  # removed while the folder was walked: a change, recorded as such
+                st = None
+            record[os.path.relpath(full, path)] = None if st is None else (
+                stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    digest = hashlib.sha256()
+    with _dcp.Folder(path) as folder:
+        fd = _dcp._open_inside(folder.fd, _dcp.METADATA_NAME, os.path.join(path, _dcp.METADATA_NAME))
+        try:
+            while block := os.read(fd, 1 << 20):
+                digest.update(block)
+        finally:
+            os.close(fd)
+    record[None] = digest.hexdigest()  # None: no entry's name
+    return record
+
+
+def _changes(before: dict, after: dict) -> str:
+    """The entries of a folder that differ between two records, for a message (at most three named)."""
+    def change(name) -> str:
+        if name is None:
+            return f"{_dcp.METADATA_NAME}'s contents"
+        return f"{_name(name)} {'added' if name not in before else 'removed' if after.get(name) is None else 'changed'}"
+
+    names = sorted((n for n in before.keys() | after.keys() if before.get(n, ()) != after.get(n, ())),
+                   key=lambda n: (n is not None, n or ""))
+    return ", ".join(map(change, names[:3])) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+
+
+def _check_unchanged(path, listed: dict, since: str) -> None:
+    """CaseError when the folder no longer holds what was listed (since: when it was listed)."""
+    now = _folder_record(path)
+    if now != listed:
+        raise CaseError(f"{path}: the checkpoint folder changed since {since} ({_changes(listed, now)}); lowbit "
+                        f"serves no state from a changed folder: read it again once its writer is done")
+
+
 class QuantizedStates(Sequence):
     """quantized_states's result: a sequence of QuantizedState sorted by key and offsets (len, indexing,
     slicing, iteration). From a DCP folder it is lazy: the call reads the whole folder once, one part at a
@@ -558,21 +701,28 @@ class QuantizedStates(Sequence):
             self._states, self._index = list(states), None
             return
         index = []
+        self._record = _folder_record(folder)  # what is listed: each state is served only while it holds
         for parts, states, _ in _folder_groups(folder, bnb_block_size, weights_only, progress=progress):
             index += [((s.key, tuple(s.offsets)), frozenset(parts)) for s in states]
             del states  # not held while the next group is read
+        _check_unchanged(folder, self._record, "quantized_states began to list it")
         self._index = sorted(index, key=lambda e: e[0])
 
     def __len__(self) -> int:
         return len(self._states if self._index is None else self._index)
 
     def _read(self, i):
+        """State i, read from the folder (or kept from the last read of its parts), served only when the
+        folder is as listed before and after the read."""
         (place, parts) = self._index[i]
+        since = "quantized_states listed it"
+        _check_unchanged(self._folder, self._record, since)
         if self._cached[0] != parts:
             self._cached = (None, {})  # the states read before are let go before these are read
             read = {}
             for _, states, _ in _folder_groups(self._folder, self._block, self._weights_only, only=parts):
                 read.update(((s.key, tuple(s.offsets)), s) for s in states)
+            _check_unchanged(self._folder, self._record, since)
             self._cached = (parts, read)
         s = self._cached[1].get(place)
         if s is None:  # the folder changed since the call listed it
@@ -930,13 +1080,15 @@ def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace
     states and their global shapes (and raises any fault of the folder), a second writes each group's
     values at their place in the file (pwrite of each contiguous run), so memory holds one group."""
     shapes = {}
+    listed = _folder_record(path)  # the folder as the first pass reads it: the second must read the same
     for _, states, _ in _folder_groups(path, bnb_block_size, weights_only, progress=progress):
         for s in states:
             if shapes.setdefault(s.key, tuple(s.global_shape)) != tuple(s.global_shape):
                 raise CaseError(f"{path}: {s.key}: chunks of shapes {list(shapes[s.key])} and {list(s.global_shape)}")
     states = s = None  # the listing's last state, not held through the writing pass
     header, offsets = _case_header(shapes)
-    with _files.atomic_file(out, replace) as fd:
+    written = dict.fromkeys(shapes, 0)  # elements of each state written by the second pass
+    with _files.atomic_file(out, replace) as fd:  # an exception below: the temporary is removed, out untouched
         _files.write_all(fd, header)
         os.ftruncate(fd, len(header) + 4 * sum(_sharded._numel(e) for e in shapes.values()))
         for chunks in _folder_value_chunks(path, bnb_block_size, weights_only, progress=progress, lazy=True):
@@ -944,7 +1096,13 @@ def _write_state_case(path, out, bnb_block_size, weights_only, progress, replace
                 if shapes.get(c.key) != tuple(c.global_shape):
                     raise CaseError(f"{path}: {c.key} changed while it was read")
                 _write_chunk(fd, len(header) + offsets[c.key], c)
+                written[c.key] += _sharded._numel(c.shape)
             chunks = c = None  # not held while the next group is read
+        _check_unchanged(path, listed, "dequantized_state_case began to read it")
+        for key, shape in shapes.items():  # the file was made of zeros: a state not written again is lost
+            if written[key] != _sharded._numel(shape):
+                raise CaseError(f"{path}: {key} vanished or changed between the two passes (the first listed "
+                                f"{list(shape)}: {_sharded._numel(shape)} elements; the second read {written[key]})")
     return shapes
 
 
@@ -967,6 +1125,33 @@ def _write_chunk(fd, at, c) -> None:
             i += 1
 
 
+def _refuse_out_on_input(source: str, out: str) -> None:
+    """ValueError when out names what the call reads: the torch.save file itself (the same file however
+    it is reached: a link to it, another name of it), or, for a DCP folder, the folder or anything inside
+    it, existing or not (the folder's files are compared by where they are, links resolved)."""
+    def same(a, b) -> bool:
+        try:
+            return os.path.samefile(a, b)
+        except OSError:  # one of them does not exist (or cannot be reached): not the same file
+            return False
+
+    if not os.path.isdir(source):
+        if same(out, source):
+            raise ValueError(f"out: '{out}' is the checkpoint it reads ('{source}'); lowbit never writes over its "
+                             f"input")
+        return
+    # the folder out would be written in, and each folder above it, links resolved
+    at = os.path.realpath(out)
+    while True:
+        if same(at, source):
+            raise ValueError(f"out: '{out}' lies inside the checkpoint folder it reads ('{source}'); lowbit never "
+                             f"writes into its input")
+        parent = os.path.dirname(at)
+        if parent == at:
+            return
+        at = parent
+
+
 def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_only=True, out=None,
                            progress=None, replace=True):
     """A case of every quantized state's dequantized float32 values (the engine's dequantizers), one
@@ -984,6 +1169,8 @@ def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, wei
     if out is not None:
         out = _args.path("out", out)
         replace = _args.flag("replace", replace)
+        if isinstance(state_dict, (str, os.PathLike)):
+            _refuse_out_on_input(os.fspath(state_dict), out)
     if progress is not None and not callable(progress):
         raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
     if _is_folder(state_dict):
