@@ -219,21 +219,19 @@ def test_a_non_tensor_item_is_bounded_too(tmp_path):
 
 
 def test_a_view_repeating_3_kib_of_codes_2_to_the_33_times_is_refused_before_it_is_copied(tmp_path):
+    torch = pytest.importorskip("torch")
     pytest.importorskip("torchao")
-    path = tmp_path / "stride0.pt"
-    code = f"""
-    import torch
     from torchao.optim.subclass_8bit import OptimState8bit
+
+    path = tmp_path / "stride0.pt"
     s = OptimState8bit.zeros((3072,), signed=True, block_size=256)
     n = 1 << 33
-    s.codes = s.codes[:1].expand(n)  # stride 0: 2^33 elements over the 3 KiB storage
+    s.codes = s.codes[:1].expand(n)  # stride 0: 2^33 elements over the 3 KiB storage (a view: nothing allocated)
     s.scale = s.scale[:1].expand(n // 256)
-    torch.save({{"state": {{0: {{"exp_avg": s}}}}}}, {str(path)!r})
-    """
-    rc, out, _ = run_child(code, timeout=120)
-    assert rc == 0, out[-3000:]
+    torch.save({"state": {0: {"exp_avg": s}}}, path)
+    assert path.stat().st_size < 64 << 10
     rc, out, peak = run_child(READ_AND_REPORT.format(reader="quantized_states", path=str(path)), 6 * GIB)
-    assert rc == 0, out[-2000:]
+    assert rc == 0, out[-2000:]  # main 30a3794: torch's "can't allocate memory: you tried to allocate 8589934592 bytes"
     assert f"CaseError: {path}: state.0.exp_avg.codes: a view of {1 << 33} elements" in out, out
     assert peak < 2 * GIB, peak
 
