@@ -692,7 +692,7 @@ class QuantizedStates(Sequence):
     time, to check it and list its states (any fault is raised by the call, before a state is returned),
     and keeps only that list; each state is read again from the folder when it is indexed or reached by
     iteration (its part alone, or its sharded tensor's chunks), so that memory holds one state, never
-    the checkpoint. A state dict in memory or a torch.save file gives its states as a plain list does."""
+    the checkpoint; only while the folder is as listed (_folder_record: CaseError once it changed). A state dict in memory or a torch.save file gives its states as a plain list does."""
 
     def __init__(self, states=None, folder=None, bnb_block_size=BNB_BLOCK_SIZE, weights_only=True, progress=None):
         self._folder, self._block, self._weights_only = folder, bnb_block_size, weights_only
@@ -764,7 +764,8 @@ def quantized_states(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, weights_o
 
     The result is a QuantizedStates sequence; from a DCP folder a lazy one (each state read from the
     folder when it is used: memory holds one state, not the checkpoint), after a first pass over the
-    folder that raises any fault of it (progress(parts read, parts to read) after each part)."""
+    folder that raises any fault of it (progress(parts read, parts to read) after each part); a state
+    is served only while the folder is as that pass found it (CaseError saying what changed)."""
     if _is_folder(state_dict):
         if progress is not None and not callable(progress):
             raise TypeError(f"progress: a {type(progress).__name__}, not a callable(done, total)")
@@ -1162,9 +1163,11 @@ def dequantized_state_case(state_dict, bnb_block_size: int = BNB_BLOCK_SIZE, wei
     holds (a DTensor's local part).
 
     out: a path; the case is written there instead (as save_case writes it: the same bytes, whole or
-    not at all) and the call returns {key: global shape}. From a DCP folder it is streamed into the file
+    not at all) and the call returns {key: global shape}. ValueError when out is the torch.save file
+    read (however reached) or lies in the DCP folder read. From a DCP folder it is streamed into the file
     a state at a time, so that memory holds one state's values, not the case (progress as
-    state_signature's: two passes, the second counted from 1 again). replace=False: an existing out (a
+    state_signature's: two passes, the second counted from 1 again; a folder changed between them, or
+    a state the second does not give again, is a CaseError and leaves no file). replace=False: an existing out (a
     file, a link, anything) is never replaced (FileExistsError naming it)."""
     if out is not None:
         out = _args.path("out", out)
