@@ -167,13 +167,24 @@ def _is_torchao_state(obj) -> bool:
     return type(obj).__name__ in _TORCHAO_CLASSES and type(obj).__module__.startswith("torchao")
 
 
+def _local_part(d):
+    """A DTensor's local part, the tensor it holds: to_local() without autograd returns it as it is,
+    where with autograd it makes a view of it through the tensor's own class (torchao's view of an
+    8-bit or FP8 state reshapes its codes to the wrapper's shape, raising on a state whose parts
+    disagree before lowbit can say which)."""
+    import torch
+
+    with torch.no_grad():
+        return d.to_local()
+
+
 def _sharded_torchao_state(key: str, d) -> QuantizedState:
     """A torchao state inside a DTensor (FSDP2's fully_shard): the local part is the state this rank
     quantized, recorded with the DTensor's global shape, placements and this rank's offsets (DCP's own
     computation of them, torch.distributed.tensor._utils, torch 2.15)."""
     from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
-    s = _torchao_state(key, d.to_local())
+    s = _torchao_state(key, _local_part(d))
     local_shape, offsets = compute_local_shape_and_global_offset(d.shape, d.device_mesh, d.placements)
     if tuple(local_shape) != s.shape:
         raise CaseError(f"{key}: the DTensor's local shape {list(local_shape)} is not its torchao state's "
@@ -243,7 +254,7 @@ def _check_storages(obj, key) -> None:
         for offsets, piece in obj.chunks:
             _check_storages(piece, f"{key} chunk at offsets {list(offsets or ())}")
         return
-    inner = obj.to_local() if type(obj).__name__ == "DTensor" else obj
+    inner = _local_part(obj) if type(obj).__name__ == "DTensor" else obj
     if _is_torchao_state(inner):
         tensors = [(f"{key}.{n}", getattr(inner, n, None)) for n in _TORCHAO_TENSORS]
     elif isinstance(inner, dict):
@@ -262,13 +273,13 @@ def _visit(obj, key, found, plain, block_size) -> list:
         found.append(_torchao_state(key, obj))
         return []
     if type(obj).__name__ == "DTensor" and type(obj).__module__.startswith("torch.distributed"):
-        if _is_torchao_state(obj.to_local()):
+        if _is_torchao_state(_local_part(obj)):
             found.append(_sharded_torchao_state(key, obj))
         else:
             from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
             _, offsets = compute_local_shape_and_global_offset(obj.shape, obj.device_mesh, obj.placements)
-            plain.append((key, obj.to_local(), tuple(int(e) for e in obj.shape), tuple(int(o) for o in offsets)))
+            plain.append((key, _local_part(obj), tuple(int(e) for e in obj.shape), tuple(int(o) for o in offsets)))
         return []
     if isinstance(obj, _Chunks):
         for offsets, piece in obj.chunks:
@@ -1297,7 +1308,7 @@ def _plain_part(t):
         from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
 
         _, offsets = compute_local_shape_and_global_offset(t.shape, t.device_mesh, t.placements)
-        shape, t = tuple(int(e) for e in t.shape), t.to_local()
+        shape, t = tuple(int(e) for e in t.shape), _local_part(t)
     a, dtype = _arrays.as_array("tensor", t)
     digest = _core.sha256(np.ascontiguousarray(a).reshape(-1).view(np.uint8))
     local = tuple(int(e) for e in a.shape)
@@ -1311,7 +1322,7 @@ def tensor_signature(t, group=None) -> str:
     DTensor's local part, a bitsandbytes state1, a step), the sha256 of its dtype, shape and element
     bytes in C order. With a process group (every rank calls it), a DTensor's parts are combined into
     the global tensor's digest that every rank returns; without one, this rank's part is signed."""
-    inner = t.to_local() if type(t).__name__ == "DTensor" and type(t).__module__.startswith("torch.distributed") else t
+    inner = _local_part(t) if type(t).__name__ == "DTensor" and type(t).__module__.startswith("torch.distributed") else t
     if _is_torchao_state(inner):
         return state_signature({"tensor": t}, group=group).digest
     if group is None:

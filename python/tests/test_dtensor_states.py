@@ -150,3 +150,21 @@ def test_bitsandbytes_states_under_ddp_are_plain_and_found(one_rank_gloo):
         ("state.0.state1", (128, 64), (128, 64), (), (0, 0)), ("state.0.state2", (128, 64), (128, 64), (), (0, 0)),
         ("state.2.state1", (64, 128), (64, 128), (), (0, 0)), ("state.2.state2", (64, 128), (64, 128), (), (0, 0))]
     assert lowbit.state_signature(ddp) == lowbit.state_signature(plain)
+
+
+@pytest.mark.parametrize("kind", ["8bit", "4bit", "fp8"])
+def test_a_dtensor_whose_local_state_parts_disagree_is_refused(kind, rank_1_of_2):
+    """Issue 44 item 2: a DTensor's local torchao state is checked as any other (its wrapper shape
+    against its codes and scales) before a value is read; on main 30a3794 it was listed, and its
+    signature looped in the value reader."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    d = DTensor.from_local(optim_state(kind, (64, 128)), rank_1_of_2, [Shard(0)], run_check=False,
+                           shape=torch.Size((128, 128)), stride=(128, 1))
+    local = d._local_tensor  # changed after from_local (whose view would rebuild it), as torch.load can leave it
+    half = local.codes.reshape(-1)[:local.codes.numel() // 2].clone()
+    local.codes = half if kind == "4bit" else half.reshape(32, 128)  # codes of 32 rows under a 64-row wrapper
+    local.scale = local.scale[:local.scale.numel() // 2].clone()
+    with pytest.raises(lowbit.CaseError, match=r"state.0.exp_avg: a OptimState\w+ of shape \[64, 128\] \(8192 "
+                                               r"elements\) holds"):
+        lowbit.quantized_states({"state": {0: {"exp_avg": d}}})
