@@ -645,9 +645,11 @@ def _states_one_by_one(source, bnb_block_size, weights_only, progress=None):
         return
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
+    listed = _folder_record(source)  # the states given must all come from one folder, as it was
     for _, states, _ in _folder_groups(source, bnb_block_size, weights_only, progress=progress):
         yield from states
         del states  # not held while the next group is read
+    _check_unchanged(source, listed, "it began to be read")
 
 
 def _folder_record(path) -> dict:
@@ -982,6 +984,7 @@ def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> 
     bnb_block_size = _args.whole("bnb_block_size", bnb_block_size, 1, 1 << 31)
     weights_only = _args.flag("weights_only", weights_only)
     out, quantized, plain_parts = [], set(), set()
+    listed = _folder_record(path)  # both passes must read one folder, as it was
     for part, nested in _dcp_parts(path, weights_only, whole=False, progress=progress):
         found, plain = _walk_part(nested, path, bnb_block_size)
         for s in found:
@@ -996,6 +999,7 @@ def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> 
     for _, nested in (_dcp_parts(path, weights_only, whole=False, only=mixed, progress=progress) if mixed else ()):
         _, plain = _walk_part(nested, path, bnb_block_size)
         out += [_sharded.contribution(c) for c in _plain_chunks(plain, quantized, path)]
+    _check_unchanged(path, listed, "state_signature began to read it")
     return out
 
 

@@ -171,3 +171,20 @@ def test_two_states_of_one_dotted_name_are_refused_with_both_keys_named(tmp_path
     with pytest.raises(lowbit.CaseError, match="state.0.exp_avg") as e:
         lowbit.state_signature(path)
     assert str(path) in str(e.value)
+
+
+@pytest.mark.parametrize("call", ["state_signature", "audit_state"])
+def test_a_signature_or_audit_of_a_folder_changed_while_it_is_read_is_refused(tmp_path, call):
+    """Not a signature (nor audit rows) made of two versions of a folder: the record of the folder
+    before the read must hold after it."""
+    folder = dcp_folder(tmp_path / "dcp", torchao_sd(seed=1, params=2))
+
+    def progress(done, total):  # after the first part: another job rewrites the second
+        if done == 1:
+            dcp_folder(folder, torchao_sd(seed=2, params=2))
+
+    kwargs = {"formats": ["torchao.fp8"], "block_sizes": [256]} if call == "audit_state" else {}
+    with pytest.raises(lowbit.CaseError, match="changed since") as e:
+        getattr(lowbit, call)(folder, progress=progress, **kwargs)
+    assert str(folder) in str(e.value)
+    getattr(lowbit, call)(folder, **kwargs)  # read again, unchanged: done
