@@ -35,9 +35,10 @@ def state(kind):
 
 
 def half_codes(s):  # the wrapper claims twice the elements its codes hold
+    rows = s.codes.shape[0]
     s.codes = s.codes.reshape(-1)[:s.codes.numel() // 2].clone()
     if type(s).__name__ != "OptimState4bit":
-        s.codes = s.codes.reshape(SHAPE[0] // 2, SHAPE[1])
+        s.codes = s.codes.reshape(rows // 2, -1)
     s.scale = s.scale[:s.scale.numel() // 2].clone()
 
 
@@ -200,6 +201,39 @@ try:
 except IndexError as e:
     print("REFUSED past the end", e)
 """
+
+
+def test_a_lying_chunk_of_a_two_rank_folder_is_refused_not_read_forever(job, tmp_path):
+    """A chunk of a sharded state (the 2-rank torchrun job's folder, conftest.py's job) whose wrapper
+    claims twice the elements its codes hold, read by every reader and python -m lowbit inspect in a
+    child process limited in time and memory, as above."""
+    import io
+    import pickle
+    import shutil
+
+    folder = tmp_path / "AdamW8bit"
+    shutil.copytree(job / "AdamW8bit", folder)
+    meta = pickle.loads((folder / ".metadata").read_bytes())  # torch's own classes: a file the job wrote
+    (index, info), = [(i, v) for i, v in meta.storage_data.items() if i.fqn == "state.0.exp_avg" and any(i.offset)]
+    item = folder / info.relative_path
+    with open(item, "rb") as f:
+        f.seek(info.offset)
+        chunk = torch.load(io.BytesIO(f.read(info.length)), weights_only=False)  # a file the job wrote
+    half_codes(chunk)
+    data = io.BytesIO()
+    torch.save(chunk, data)
+    info.offset, info.length = item.stat().st_size, len(data.getvalue())
+    with open(item, "ab") as f:
+        f.write(data.getvalue())
+    (folder / ".metadata").write_bytes(pickle.dumps(meta))
+    run = subprocess.run([sys.executable, "-c", _CHILD, str(folder)], capture_output=True, text=True,
+                         timeout=90, preexec_fn=limited)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 4 and all(line.startswith("REFUSED") for line in lines[:3]), run.stdout
+    assert all(str(folder) in line and "state.0.exp_avg" in line and "holds codes of shape" in line
+               for line in lines[:3]), run.stdout
+    assert lines[3].startswith("INSPECT 2 ") and "state.0.exp_avg" in lines[3], lines[3]
 
 
 def test_the_value_reader_refuses_codes_that_do_not_hold_its_elements():
