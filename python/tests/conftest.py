@@ -37,7 +37,7 @@ def one_rank_gloo():
         dist.destroy_process_group()
 
 
-def torchrun(out, ranks, script, *args):
+def torchrun(out, ranks, script, *args, timeout=300):
     """`torchrun --standalone --nproc-per-node RANKS script OUT ARGS` (gloo, CPU) with this lowbit on its
     path. On failure the message holds each rank's own output (torchrun's per-rank logs, beside OUT),
     with Python's traceback of every thread where a rank died of a signal (PYTHONFAULTHANDLER).
@@ -47,7 +47,7 @@ def torchrun(out, ranks, script, *args):
     4-rank job abort in libstdc++ ("terminate called without an active exception"), which 50 runs of the
     same job here did not repeat. A rank that exits with an error is never retried, nor is any result
     the tests then compare."""
-    first = torchrun_once(out, ranks, script, args, "attempt1")
+    first = torchrun_once(out, ranks, script, args, "attempt1", timeout)
     if first is None:
         return out
     if not first[0]:
@@ -55,30 +55,60 @@ def torchrun(out, ranks, script, *args):
     warnings.warn(f"torchrun {script}: a rank died of a signal; ran the job again. First attempt:\n{first[1]}")
     shutil.rmtree(out)
     out.mkdir()
-    second = torchrun_once(out, ranks, script, args, "attempt2")
+    second = torchrun_once(out, ranks, script, args, "attempt2", timeout)
     assert second is None, second[1]
     return out
 
 
-def torchrun_once(out, ranks, script, args, name):
+def torchrun_once(out, ranks, script, args, name, timeout=300):
     """One torchrun of the job: None when it succeeded, else (whether a rank died of a signal, the
-    failure's text)."""
+    failure's text). A job past `timeout` seconds is stopped, every rank with it, and fails."""
     import lowbit
 
     logs = out.parent / f"{out.name}.{name}.logs"
     env = dict(os.environ, PYTHONFAULTHANDLER="1", PYTHONPATH=os.pathsep.join(
         [os.path.dirname(os.path.dirname(lowbit.__file__)), os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                          str(ranks), "--log-dir", str(logs), "--tee", "3",
-                          os.path.join(os.path.dirname(__file__), script), str(out), *args], env=env,
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                            str(ranks), "--log-dir", str(logs), "--tee", "3",
+                            os.path.join(os.path.dirname(__file__), script), str(out), *args], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # SIGTERM first: torchrun stops its ranks on it. A SIGKILL of torchrun alone (subprocess.run's
+        # timeout) left them running, each in a session of its own, waiting in gloo for ever.
+        run.terminate()
+        try:
+            _, stderr = run.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            run.kill()
+            _, stderr = run.communicate()
+        stopped = kill_ranks_of(out)
+        return False, (f"torchrun {script} ran past {timeout} s and was stopped ({stopped} rank processes left by it "
+                       f"killed)\n" + rank_logs(logs) + "\ntorchrun's own output:\n" + stderr[-3000:])
     if run.returncode == 0:
         return None
     # torchrun's summary names the first rank that failed ("Root Cause") with its exit code; a signal
     # reads "exitcode  : -6 (pid: ...)" (the ranks torchrun then stopped read -15, listed above it)
-    root = run.stderr.rpartition("Root Cause")[2]
+    root = stderr.rpartition("Root Cause")[2]
     signalled = re.search(r"exitcode\s*:\s*-\d+ \(pid", root) is not None
-    return signalled, rank_logs(logs) + "\ntorchrun's own output:\n" + run.stderr[-3000:]
+    return signalled, rank_logs(logs) + "\ntorchrun's own output:\n" + stderr[-3000:]
+
+
+def kill_ranks_of(out):
+    """SIGKILL every process whose arguments name the job's OUT folder (its ranks: `script OUT ...`);
+    the number killed."""
+    killed = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if os.fsencode(str(out)) in argv and int(pid) != os.getpid():
+                os.kill(int(pid), 9)
+                killed += 1
+        except (OSError, ValueError):
+            pass  # gone meanwhile, or not ours to read
+    return killed
 
 
 def rank_logs(logs):
