@@ -263,6 +263,29 @@ TEST_CASE("inspect and audit --state handed a torch checkpoint say which python 
   CHECK(item.output.find("`python -m lowbit state-case " + folder + " states.safetensors`") != std::string::npos);
 }
 
+TEST_CASE("the python -m lowbit commands suggested for a torch checkpoint paste into a shell as its path, running nothing") {
+  TempDir dir;
+  const fs::path folder = dir / "ckpt $(touch pwned) it's";
+  fs::create_directories(folder);
+  std::ofstream(folder / ".metadata") << "a DCP folder's pickle";
+  // the folder's name quoted for this test's own shell, then as lowbit must quote it in its suggestion
+  std::string quoted = "'";
+  for (const char c : folder.string()) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  quoted += "'";
+  const Run run = lowbit_cli("inspect " + quoted);
+  CAPTURE(run.output);
+  CHECK(run.code == 2);
+  CHECK(run.output.find("`python -m lowbit inspect " + quoted + "`") != std::string::npos);
+  CHECK(run.output.find("`python -m lowbit state-case " + quoted + " states.safetensors`") != std::string::npos);
+  // and pasted into a shell, the suggested command's argument is the folder's path, and nothing ran
+  const std::size_t from = run.output.find("`python -m lowbit inspect ") + 26;
+  const std::string word = run.output.substr(from, run.output.find('`', from) - from);
+  const Run echoed = run_shell("cd " + quoted + "/.. && printf '%s' " + word);
+  CHECK(echoed.output == folder.string());
+  CHECK_FALSE(fs::exists(dir / "pwned"));
+  CHECK_FALSE(fs::exists(folder.parent_path() / "pwned"));
+}
+
 TEST_CASE("--threads is a whole number from 1 to a hardware bound, named in the error") {
   for (const char* bad : {"0", "-3", "1.5", "65536", "x"}) {
     CAPTURE(bad);

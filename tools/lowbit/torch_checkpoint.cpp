@@ -22,6 +22,18 @@ bool looks_like_torch_save(const std::string& path) {
   return in.read(head.data(), head.size()) && head == std::array<char, 4>{'P', 'K', '\3', '\4'};
 }
 
+// A name as one word of a command the user may paste into a shell: as it is where every character is
+// one a shell leaves alone, else in single quotes (each ' written '\''), so that `$(...)`, backquotes,
+// spaces and globs in a path stay text. The name is printable() first: no control character remains.
+std::string shell_word(const std::string& name) {
+  const bool plain = !name.empty() && name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                                             "0123456789_@%+=:,./-") == std::string::npos;
+  if (plain) return name;
+  std::string quoted = "'";
+  for (const char c : name) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+
 }  // namespace
 
 void refuse_torch_checkpoint(const std::string& path, const std::string& then, bool audit) {
@@ -45,7 +57,7 @@ void refuse_torch_checkpoint(const std::string& path, const std::string& then, b
     what = "a zip archive (a torch.save file?)";
   else
     return;
-  const std::string shown = printable(in_dcp ? parent.string() : path);
+  const std::string shown = shell_word(printable(in_dcp ? parent.string() : path));
   throw UsageError(fmt::format(
       "{}: {}, not a case file; lowbit reads safetensors case files. For an optimizer checkpoint, the Python "
       "package reads it (docs/python.md): `python -m lowbit inspect {}` shows its states and signature; {}"
