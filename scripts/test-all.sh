@@ -99,8 +99,10 @@ begin "python tests"
 # -n: pytest-xdist workers, one per core; --dist loadgroup with conftest.py's groups keeps each file's
 # tests (and its module-scoped fixtures, such as the torchrun jobs) on one worker, and the tests of the
 # session's 2-rank job together, so that no job is run twice. -rs lists each skipped test with its
-# reason; pytest exits 5 when it collected no test, which fails this stage.
-.venv/bin/python -m pytest python/tests -q -rs -p no:cacheprovider -n "$jobs" --dist loadgroup 2>&1 | tee "$log"
+# reason, --durations the slowest (where CI time goes); pytest exits 5 when it collected no test, which
+# fails this stage.
+.venv/bin/python -m pytest python/tests -q -rs -p no:cacheprovider -n "$jobs" --dist loadgroup --durations=15 2>&1 |
+  tee "$log"
 count_pytest
 
 begin "sanitizer build"
