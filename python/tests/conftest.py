@@ -4,6 +4,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 
 import pytest
@@ -96,19 +97,32 @@ def torchrun_once(out, ranks, script, args, name, timeout=300):
 
 
 def kill_ranks_of(out):
-    """SIGKILL every process whose arguments name the job's OUT folder (its ranks: `script OUT ...`);
-    the number killed."""
-    killed = 0
+    """SIGKILL every process whose arguments name the job's OUT folder (its ranks: `script OUT ...`), and
+    wait until they are gone (a killed process keeps its arguments until it has exited); the number
+    killed."""
+    killed = [pid for pid in _processes_naming(out) if pid != os.getpid()]
+    for pid in killed:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass  # gone meanwhile
+    deadline = time.monotonic() + 10
+    while _processes_naming(out) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return len(killed)
+
+
+def _processes_naming(out):
+    """The pids whose arguments hold OUT (an exited process's, a zombie's, are empty)."""
+    pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-            if os.fsencode(str(out)) in argv and int(pid) != os.getpid():
-                os.kill(int(pid), 9)
-                killed += 1
-        except (OSError, ValueError):
+                if os.fsencode(str(out)) in f.read().split(b"\0"):
+                    pids.append(int(pid))
+        except OSError:
             pass  # gone meanwhile, or not ours to read
-    return killed
+    return pids
 
 
 def rank_logs(logs):
