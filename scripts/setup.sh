@@ -6,8 +6,9 @@ set -euo pipefail
 # No xtensor: nothing needs it. Block layouts (conformance/engine/cases/layout.cpp) are one line of integer
 # arithmetic per mismatch; xtensor's lazy index map measured no faster, its unravel_index 18x slower,
 # a materialized map 8 bytes per element, and case data (bytes of eight dtypes) does not adapt cleanly.
+# ccache: the compiler cache every build compiles through (cmake/ccache.cmake, docs/testing.md).
 packages=(
-  cmake ninja-build g++ clang libclang-rt-14-dev python3-venv python3-dev
+  cmake ninja-build g++ clang libclang-rt-14-dev python3-venv python3-dev ccache
   libeigen3-dev libboost-dev doctest-dev libxsimd-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libomp-dev libssl-dev
 )
