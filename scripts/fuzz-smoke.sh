@@ -32,8 +32,8 @@ else
   failed=1
 fi
 
-# run_target TARGET SEED_DIR RUNS MAX_LEN [OPTION...]: one target's fixed executions; its summary lines
-# go to build/fuzz/TARGET.out, its exit status to build/fuzz/TARGET.status
+# run_target TARGET SEED_DIR RUNS MAX_LEN [OPTION...]: one target's fixed executions; prints its summary
+# lines and fails when the target did (side_by_side keeps both in build/fuzz/NAME.out and NAME.status)
 run_target() {
   local target=$1 seeds=$2 runs=$3 max_len=$4 corpus=build/fuzz/corpus/$1 log=build/fuzz/$1.log start=$SECONDS
   shift 4
