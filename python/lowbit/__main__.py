@@ -23,7 +23,7 @@ import signal
 import sys
 import threading
 
-from ._text import printable, shell_word
+from ._text import message, printable, shell_word
 
 USAGE = """usage: python -m lowbit inspect CHECKPOINT [--json] [--progress] [--bnb-block-size N]
        python -m lowbit audit CHECKPOINT [--formats LIST] [--block-sizes LIST] [--json] [--progress]
@@ -280,11 +280,7 @@ def main(argv) -> int:
 def _one_line(e: Exception) -> str:
     """An error's message as the lowbit command prints it: escaped (a key's newline or escape sequence
     is shown, never acted on), at most 2 000 characters of it."""
-    try:
-        text = str(e)
-    except Exception:
-        text = "(a message that cannot be read)"
-    return printable(text)[:2000]
+    return printable(message(e))[:2000]
 
 
 if __name__ == "__main__":

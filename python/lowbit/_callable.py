@@ -17,6 +17,7 @@ import threading
 from collections.abc import Mapping
 
 from . import _arrays
+from ._text import message
 from ._case import Case
 
 
@@ -25,17 +26,9 @@ def _one_line(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _text(e: Exception) -> str:
-    """An exception's message on one line; one whose __str__ itself raises is still described."""
-    try:
-        return _one_line(e)
-    except Exception as inner:
-        return f"(a message that cannot be read: its __str__ raised {type(inner).__name__})"
-
-
 def _described(e: Exception) -> str:
-    """'TypeName: message' of an exception a kernel raised or caused."""
-    return f"{type(e).__name__}: {_text(e)}"
+    """'TypeName: message' of an exception a kernel raised or caused, on one line."""
+    return f"{type(e).__name__}: {_one_line(message(e))}"
 
 
 def _current_directory() -> int:

@@ -22,6 +22,7 @@ import stat
 from dataclasses import dataclass
 
 from . import _pickles
+from ._sharded import _numel
 from ._core import CaseError
 
 METADATA_NAME = ".metadata"  # filesystem.py's _metadata_fn
@@ -309,24 +310,17 @@ def _itemsize(md) -> int:
     return _ITEMSIZES.get(str(dtype).removeprefix("torch."), _LARGEST_ITEMSIZE)
 
 
-def item_bounds(metadata, origin) -> dict:
+def item_bounds(metadata, layout, origin) -> dict:
     """fqn -> {chunk offsets: the most bytes its item may take} for every tensor the metadata declares
-    (the declared chunk's bytes, twice, and ITEM_OVERHEAD); an item of no declared tensor may take
-    MAX_BYTE_ITEM."""
+    (layout: its layouts(); the declared chunk's bytes, twice, and ITEM_OVERHEAD); an item of no
+    declared tensor may take MAX_BYTE_ITEM."""
     declared = _field(metadata, "Metadata", "state_dict_metadata", origin)
     bounds = {}
-    for fqn, (size, boxes) in layouts(metadata, origin).items():
+    for fqn, (size, boxes) in layout.items():
         itemsize = _itemsize(declared[fqn])
-        bounds[fqn] = {offsets: ITEM_OVERHEAD + 2 * itemsize * _elements(sizes) for offsets, sizes in boxes}
-        bounds[fqn][None] = ITEM_OVERHEAD + 2 * itemsize * _elements(size)
+        bounds[fqn] = {offsets: ITEM_OVERHEAD + 2 * itemsize * _numel(sizes) for offsets, sizes in boxes}
+        bounds[fqn][None] = ITEM_OVERHEAD + 2 * itemsize * _numel(size)
     return bounds
-
-
-def _elements(shape) -> int:
-    n = 1
-    for e in shape:
-        n *= e
-    return n
 
 
 def item_bound(bounds, it) -> int:
@@ -438,8 +432,9 @@ class Folder:
     def contents(self, weights_only=True):
         """(items, layouts) of one reading of the metadata (and the items' byte bounds, for read)."""
         metadata, origin = self.metadata(weights_only), os.path.join(self.path, METADATA_NAME)
-        self.bounds = item_bounds(metadata, origin)
-        return items(metadata, origin), layouts(metadata, origin)
+        layout = layouts(metadata, origin)
+        self.bounds = item_bounds(metadata, layout, origin)
+        return items(metadata, origin), layout
 
     def read(self, item_list) -> list:
         """(item, its bytes) for each item, each file opened once, each range checked before it is read:

@@ -24,6 +24,14 @@ def _bytes(text) -> bytes:
         return text.encode("utf-8", "surrogatepass")
 
 
+def message(e: BaseException) -> str:
+    """str(e); an exception whose __str__ itself raises (a kernel's, a file's object) is still described."""
+    try:
+        return str(e)
+    except Exception as inner:
+        return f"(a message that cannot be read: its __str__ raised {type(inner).__name__})"
+
+
 def printable(text) -> str:
     """`text` (a str, or bytes) as one safe terminal line, as the lowbit command prints names."""
     return _core.printable(_bytes(text))

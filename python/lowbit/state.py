@@ -24,6 +24,7 @@ from . import _args, _arrays, _core, _dcp, _files, _formats, _pickles, _sharded,
 from . import _bnb_states as _bnb_states_of
 from ._case import Case
 from ._core import CaseError
+from ._text import message
 
 _BNB_WRAPPER = "__bnb_optimizer_quant_state__"
 _TORCHAO_CLASSES = {"OptimState8bit", "OptimState4bit", "OptimStateFp8"}
@@ -705,7 +706,8 @@ class QuantizedStates(Sequence):
     time, to check it and list its states (any fault is raised by the call, before a state is returned),
     and keeps only that list; each state is read again from the folder when it is indexed or reached by
     iteration (its part alone, or its sharded tensor's chunks), so that memory holds one state, never
-    the checkpoint; only while the folder is as listed (_folder_record: CaseError once it changed). A state dict in memory or a torch.save file gives its states as a plain list does."""
+    the checkpoint; only while the folder is as listed (_folder_record: CaseError once it changed). A
+    state dict in memory or a torch.save file gives its states as a plain list does."""
 
     def __init__(self, states=None, folder=None, bnb_block_size=BNB_BLOCK_SIZE, weights_only=True, progress=None):
         self._folder, self._block, self._weights_only = folder, bnb_block_size, weights_only
@@ -878,11 +880,7 @@ def _gathered(group, value):
 
 def _reason(e: BaseException) -> str:
     """'TypeName: message' of what a rank raised, on one line, as the other ranks are told it."""
-    try:
-        text = " ".join(str(e).split())
-    except Exception:
-        text = "(a message that cannot be read)"
-    return f"{type(e).__name__}: {text[:2000]}"
+    return f"{type(e).__name__}: {' '.join(message(e).split())[:2000]}"
 
 
 def _abandoned_key(group) -> str:
@@ -972,8 +970,7 @@ def _name_the_file(found, path) -> None:
 
 def _in_file(e, path) -> CaseError:
     """A fault of a file's state (TypeError, ValueError, CaseError) as a CaseError naming the file."""
-    text, path = str(e), os.fspath(path)
-    return CaseError(text if text.startswith(path) else f"{path}: {text}")
+    return CaseError(str(_values._with_origin(e, os.fspath(path))))
 
 
 def _folder_contributions(path, bnb_block_size, weights_only, progress=None) -> list:
